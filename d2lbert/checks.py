@@ -1,0 +1,86 @@
+"""Input validation at the public entry points: a clear `ValueError` instead of a
+traceback from inside MXNet or, worse, a silently wrong result.
+
+Shape checks are free. Value checks (ids in range, lengths in range) copy the
+inputs to the host, so training hot loops switch them off::
+
+    with d2lbert.skip_value_checks():
+        ...  # inputs come from d2lbert's own data pipeline, already valid
+"""
+import contextlib
+import threading
+
+import mxnet as mx
+import numpy as onp
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def skip_value_checks():
+    """Within this block, skip the input checks that need a device-to-host copy."""
+    previous = getattr(_state, 'skip', False)
+    _state.skip = True
+    try:
+        yield
+    finally:
+        _state.skip = previous
+
+
+def value_checks_enabled():
+    return not getattr(_state, 'skip', False)
+
+
+def is_symbol(x):
+    return isinstance(x, mx.sym.Symbol)
+
+
+def namespace(x):
+    """`mx.sym` inside a hybridized graph, `mx.nd` for imperative arrays: F.np, F.npx."""
+    return mx.sym if is_symbol(x) else mx.nd
+
+
+def _shape(name, x, ndim):
+    shape = getattr(x, 'shape', None)
+    if shape is None:
+        raise ValueError(f'{name} must be an array, got {type(x).__name__}')
+    if len(shape) != ndim:
+        raise ValueError(f'{name} must have {ndim} dimension(s), got shape {tuple(shape)}')
+    return tuple(shape)
+
+
+def _range(name, x, low, high, what):
+    """Values of x must lie in [low, high]; report the first offender."""
+    values = x.asnumpy() if hasattr(x, 'asnumpy') else onp.asarray(x)
+    bad = onp.argwhere((values < low) | (values > high) | (values != onp.floor(values)))
+    if bad.size:
+        index = tuple(int(i) for i in bad[0])
+        raise ValueError(f'{name}{list(index)} = {values[index]} is not a valid {what} '
+                         f'(must be an integer in [{low}, {high}])')
+
+
+def check_encoder_inputs(tokens, segments, valid_lens, vocab_size, type_vocab_size, max_len):
+    """Validate (tokens, segments, valid_lens); returns (batch_size, seq_len)."""
+    batch_size, seq_len = _shape('tokens', tokens, 2)
+    if _shape('segments', segments, 2) != (batch_size, seq_len):
+        raise ValueError(f'segments shape {tuple(segments.shape)} must equal tokens shape '
+                         f'{(batch_size, seq_len)}')
+    if seq_len > max_len:
+        raise ValueError(f'tokens has seq_len {seq_len} > max_len {max_len} of this model')
+    if valid_lens is not None and _shape('valid_lens', valid_lens, 1) != (batch_size,):
+        raise ValueError(f'valid_lens must have shape ({batch_size},), '
+                         f'got {tuple(valid_lens.shape)}')
+    if value_checks_enabled():
+        _range('tokens', tokens, 0, vocab_size - 1, 'token id')
+        _range('segments', segments, 0, type_vocab_size - 1, 'segment id')
+        if valid_lens is not None:
+            _range('valid_lens', valid_lens, 1, seq_len, 'valid length')
+    return batch_size, seq_len
+
+
+def check_pred_positions(pred_positions, batch_size, seq_len):
+    if _shape('pred_positions', pred_positions, 2)[0] != batch_size:
+        raise ValueError(f'pred_positions must have shape ({batch_size}, num_preds), '
+                         f'got {tuple(pred_positions.shape)}')
+    if value_checks_enabled():
+        _range('pred_positions', pred_positions, 0, seq_len - 1, 'position')

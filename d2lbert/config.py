@@ -1,0 +1,110 @@
+"""`BERTConfig`: every hyperparameter that defines a BERT architecture, in one place."""
+import dataclasses
+import json
+
+SIZES = {
+    'book': dict(num_hiddens=128, ffn_num_hiddens=256, num_heads=2, num_layers=2),
+    'small': dict(num_hiddens=256, ffn_num_hiddens=1024, num_heads=4, num_layers=4),
+    'base': dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12, num_layers=12),
+}
+
+
+@dataclasses.dataclass
+class BERTConfig:
+    """Architecture of a BERT model.
+
+    Two architecture presets exist: `BERTConfig.d2l` (the book's BERT) and
+    `BERTConfig.original` (Google's BERT). Each takes a size preset name from
+    `SIZES` ('book', 'small', 'base') and keyword overrides.
+    """
+    vocab_size: int
+    num_hiddens: int = 128
+    ffn_num_hiddens: int = 256
+    num_heads: int = 2
+    num_layers: int = 2
+    dropout: float = 0.2
+    attention_dropout: float = 0.2
+    max_len: int = 1000
+    type_vocab_size: int = 2
+    hidden_act: str = 'relu'
+    embedding_layer_norm: bool = False
+    layer_norm_eps: float = 1e-5
+    tie_decoder: bool = False
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Raise `ValueError` naming the first invalid field."""
+        for name in ('vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads',
+                     'num_layers', 'max_len', 'type_vocab_size'):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f'BERTConfig.{name} must be a positive integer, got {value!r}')
+        if self.num_hiddens % self.num_heads:
+            raise ValueError(f'BERTConfig.num_hiddens ({self.num_hiddens}) must be divisible '
+                             f'by num_heads ({self.num_heads})')
+        for name in ('dropout', 'attention_dropout'):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(f'BERTConfig.{name} must be in [0, 1), got {value!r}')
+        if self.hidden_act not in ('relu', 'gelu'):
+            raise ValueError(f"BERTConfig.hidden_act must be 'relu' or 'gelu', "
+                             f'got {self.hidden_act!r}')
+        if not isinstance(self.layer_norm_eps, (int, float)) or self.layer_norm_eps <= 0:
+            raise ValueError(f'BERTConfig.layer_norm_eps must be positive, '
+                             f'got {self.layer_norm_eps!r}')
+        for name in ('embedding_layer_norm', 'tie_decoder'):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f'BERTConfig.{name} must be True or False, '
+                                 f'got {getattr(self, name)!r}')
+
+    @classmethod
+    def d2l(cls, vocab_size, size='book', **overrides):
+        """The book's BERT: ReLU FFN and MLM hidden layer, no embedding LayerNorm,
+        learnable position embedding, untied output layer."""
+        return cls._preset(vocab_size, size, overrides)
+
+    @classmethod
+    def original(cls, vocab_size, size='base', **overrides):
+        """Google's BERT: exact-erf GELU, embedding LayerNorm, eps 1e-12, MLM transform
+        Dense→GELU→LayerNorm, output layer tied to the token embedding (own bias)."""
+        google = dict(hidden_act='gelu', embedding_layer_norm=True, layer_norm_eps=1e-12,
+                      tie_decoder=True, dropout=0.1, attention_dropout=0.1, max_len=512)
+        return cls._preset(vocab_size, size, {**google, **overrides})
+
+    @classmethod
+    def _preset(cls, vocab_size, size, overrides):
+        if size not in SIZES:
+            raise ValueError(f'size must be one of {sorted(SIZES)}, got {size!r}')
+        return cls.from_dict({'vocab_size': vocab_size, **SIZES[size], **overrides})
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f'BERTConfig got unknown field(s) {unknown}; '
+                             f'known fields are {sorted(known)}')
+        if 'vocab_size' not in values:
+            raise ValueError('BERTConfig.vocab_size is required')
+        return cls(**values)
+
+    def to_json_file(self, path):
+        with open(path, 'w', encoding='utf-8') as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write('\n')
+
+    @classmethod
+    def from_json_file(cls, path):
+        with open(path, encoding='utf-8') as f:
+            try:
+                values = json.load(f)
+            except json.JSONDecodeError as error:
+                raise ValueError(f'{path} is not a valid JSON config: {error}') from None
+        if not isinstance(values, dict):
+            raise ValueError(f'{path} must hold a JSON object of BERTConfig fields')
+        return cls.from_dict(values)

@@ -1,0 +1,56 @@
+"""The Transformer encoder block that BERT stacks."""
+from mxnet.gluon import nn
+
+from .attention import MultiHeadAttention
+
+
+def activation(name):
+    """The FFN / MLM-transform nonlinearity: 'relu' (the book) or 'gelu' (exact, erf-based,
+    as in Google's BERT)."""
+    if name == 'gelu':
+        return nn.GELU()
+    if name == 'relu':
+        return nn.Activation('relu')
+    raise ValueError(f"hidden_act must be 'relu' or 'gelu', got {name!r}")
+
+
+class PositionWiseFFN(nn.HybridBlock):
+    """Two dense layers applied to every position independently.
+
+    forward(X): (batch_size, seq_len, num_hiddens) -> (batch_size, seq_len, num_hiddens)
+    """
+    def __init__(self, num_hiddens, ffn_num_hiddens, hidden_act='relu', **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.dense1 = nn.Dense(ffn_num_hiddens, flatten=False, in_units=num_hiddens)
+            self.activation = activation(hidden_act)
+            self.dense2 = nn.Dense(num_hiddens, flatten=False, in_units=ffn_num_hiddens)
+
+    def hybrid_forward(self, F, X):
+        return self.dense2(self.activation(self.dense1(X)))
+
+
+class TransformerEncoderBlock(nn.HybridBlock):
+    """Self-attention and a position-wise FFN, each followed by dropout, a residual
+    connection and LayerNorm ("post-norm", as in BERT).
+
+    forward(X, valid_lens):
+      X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
+      returns: (batch_size, seq_len, num_hiddens)
+    """
+    def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout,
+                 attention_dropout=None, hidden_act='relu', layer_norm_eps=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        if attention_dropout is None:
+            attention_dropout = dropout
+        with self.name_scope():
+            self.attention = MultiHeadAttention(num_hiddens, num_heads, attention_dropout)
+            self.dropout1 = nn.Dropout(dropout)
+            self.norm1 = nn.LayerNorm(epsilon=layer_norm_eps, in_channels=num_hiddens)
+            self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, hidden_act)
+            self.dropout2 = nn.Dropout(dropout)
+            self.norm2 = nn.LayerNorm(epsilon=layer_norm_eps, in_channels=num_hiddens)
+
+    def hybrid_forward(self, F, X, valid_lens):
+        Y = self.norm1(X + self.dropout1(self.attention(X, valid_lens)))
+        return self.norm2(Y + self.dropout2(self.ffn(Y)))

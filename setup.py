@@ -1,0 +1,54 @@
+"""d2lbert: BERT in MXNet Gluon, the way "Dive into Deep Learning" teaches it.
+
+Python 3.8-3.11 only: MXNet 1.9.1 needs NumPy < 1.24, which has no wheels for 3.12+.
+"""
+import json
+import os
+import subprocess
+import sys
+
+from setuptools import find_packages, setup
+
+
+def installed_mxnet_gpu_build():
+    """True if a GPU build (mxnet-cu*) is already installed in the target environment.
+
+    pip builds this package in an isolated environment that hides the target's
+    site-packages, so ask the same interpreter in a clean environment.
+    """
+    probe = ('import importlib.metadata as m, json; '
+             'print(json.dumps([d.metadata["Name"] for d in m.distributions()]))')
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONNOUSERSITE')}
+    try:
+        out = subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True,
+                             env=env, timeout=60, check=True).stdout
+        names = json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return False
+    return any(name and name.lower().startswith('mxnet-cu') for name in names)
+
+
+mxnet = [] if installed_mxnet_gpu_build() else ['mxnet==1.9.1']
+
+setup(
+    name='d2lbert',
+    version='0.1.0',
+    description='BERT in MXNet Gluon, the way "Dive into Deep Learning" teaches it',
+    long_description=open('README.md', encoding='utf-8').read(),
+    long_description_content_type='text/markdown',
+    packages=find_packages(include=['d2lbert', 'd2lbert.*']),
+    package_data={'d2lbert.data': ['bundled/*']},
+    python_requires='>=3.8,<3.12',
+    install_requires=mxnet + [
+        'numpy<1.24',
+        'gluonnlp==0.10.0',
+        'd2l==1.0.3',
+        'tqdm',
+        'matplotlib',
+    ],
+    extras_require={
+        'test': ['pytest'],
+    },
+    entry_points={'console_scripts': ['d2lbert=d2lbert.cli:main']},
+    license='Apache-2.0',
+)
