@@ -1,0 +1,109 @@
+"""A corpus as three NumPy arrays of token ids instead of nested Python lists.
+
+The book keeps ``paragraphs[i][j][k]``, the k-th token string of sentence j
+of paragraph i: for WikiText-103 that is tens of millions of Python objects.
+Here the same information is three flat arrays::
+
+    token_ids          int32 (num_tokens,)          all sentences, back to back
+    sentence_offsets   int64 (num_sentences + 1,)   sentence s is
+                       token_ids[sentence_offsets[s]:sentence_offsets[s + 1]]
+    paragraph_offsets  int64 (num_paragraphs + 1,)  paragraph p holds sentences
+                       paragraph_offsets[p] .. paragraph_offsets[p + 1] - 1
+
+``token_ids`` is written to disk while the text is read and memory-mapped
+afterwards, so encoding a corpus of any size needs little memory.
+"""
+import array
+import collections
+import os
+
+import numpy as np
+
+from .corpus import read_paragraphs
+from .ragged import offsets_from_lengths
+from .vocab import Vocab
+
+
+def count_tokens(paragraphs):
+    """Token -> count over an iterable of paragraphs (lists of sentences)."""
+    counts = collections.Counter()
+    for paragraph in paragraphs:
+        for sentence in paragraph:
+            counts.update(sentence.split())
+    return counts
+
+
+def build_vocab(path, min_freq=5, file_format='auto', lowercase=True):
+    """Vocabulary of the usable paragraphs of the corpus file ``path``."""
+    counts = count_tokens(read_paragraphs(path, file_format, lowercase))
+    return Vocab(counts, min_freq=min_freq)
+
+
+class TokenizedCorpus:
+    """Sentences and paragraphs of a corpus as flat id arrays (see module doc).
+
+    Attributes:
+        token_ids: int32 (num_tokens,), memory-mapped from ``directory``.
+        sentence_offsets: int64 (num_sentences + 1,).
+        paragraph_offsets: int64 (num_paragraphs + 1,).
+    """
+    FILES = ('token_ids.int32', 'sentence_lengths.npy',
+             'paragraph_lengths.npy')
+
+    def __init__(self, directory):
+        """Open a corpus that :meth:`write` saved in ``directory``."""
+        token_file, sentence_file, paragraph_file = (
+            os.path.join(directory, name) for name in self.FILES)
+        self.sentence_offsets = offsets_from_lengths(np.load(sentence_file))
+        self.paragraph_offsets = offsets_from_lengths(np.load(paragraph_file))
+        num_tokens = int(self.sentence_offsets[-1])
+        self.token_ids = (np.memmap(token_file, np.int32, 'r',
+                                    shape=(num_tokens,))
+                          if num_tokens else np.zeros(0, np.int32))
+
+    @property
+    def num_sentences(self):
+        return len(self.sentence_offsets) - 1
+
+    @property
+    def num_paragraphs(self):
+        return len(self.paragraph_offsets) - 1
+
+    def sentence_paragraphs(self):
+        """int64 (num_sentences,): the paragraph index of every sentence."""
+        return np.repeat(np.arange(self.num_paragraphs),
+                         np.diff(self.paragraph_offsets))
+
+    @classmethod
+    def write(cls, paragraphs, vocab, directory, flush_every=1 << 20):
+        """Encode ``paragraphs`` with ``vocab`` into ``directory``.
+
+        Token ids are flushed to disk every ``flush_every`` tokens, so memory
+        stays bounded whatever the corpus size.
+        """
+        get, unk = vocab.token_to_idx.get, vocab.unk_id
+        sentence_lengths = array.array('i')
+        paragraph_lengths = array.array('i')
+        token_path = os.path.join(directory, cls.FILES[0])
+        buffer = array.array('i')
+        with open(token_path, 'wb') as token_file:
+            for paragraph in paragraphs:
+                paragraph_lengths.append(len(paragraph))
+                for sentence in paragraph:
+                    ids = [get(token, unk) for token in sentence.split()]
+                    sentence_lengths.append(len(ids))
+                    buffer.extend(ids)
+                if len(buffer) >= flush_every:
+                    _flush(buffer, token_file)
+            _flush(buffer, token_file)
+        np.save(os.path.join(directory, cls.FILES[1]),
+                np.frombuffer(sentence_lengths, dtype=np.int32))
+        np.save(os.path.join(directory, cls.FILES[2]),
+                np.frombuffer(paragraph_lengths, dtype=np.int32))
+        return cls(directory)
+
+
+def _flush(buffer, file):
+    """Append the int32 ``buffer`` to ``file`` and empty it."""
+    buffer.tofile(file)
+    del buffer[:]

@@ -1,0 +1,266 @@
+"""BERT pretraining examples: sentence pairs for NSP, masked tokens for MLM.
+
+An example is built from two consecutive sentences ``a`` and ``b`` of one
+paragraph (the book's ``_get_nsp_data_from_paragraph``):
+
+* next sentence prediction: with probability 1/2 ``b`` stays the true next
+  sentence (label 1), otherwise it is replaced by a sentence drawn uniformly
+  from the *other* paragraphs (label 0). The book draws from all paragraphs,
+  its own included, so some of its "not next" pairs are in fact neighbours.
+* the input is ``<cls> a <sep> b <sep>`` with segment ids 0 up to and
+  including the first ``<sep>`` and 1 after it. A pair longer than
+  ``max_len`` is truncated longest-first -- tokens are removed from the end
+  of the longer sentence until it fits, as Google's
+  ``create_pretraining_data.py`` does (which also drops tokens from the
+  front at random; we always drop from the end) -- where the book drops it.
+* masked language model targets come from :func:`.masking.mask_tokens`.
+
+Everything is computed for tens of thousands of pairs at once with NumPy
+(the book loops over every token in Python), in chunks of
+``PAIRS_PER_CHUNK`` pairs so memory stays bounded, optionally in worker
+processes. Each chunk uses random generators seeded by ``(seed, chunk)``, so
+the result depends on the seed only, never on ``num_workers``. The results
+are written to a directory and memory-mapped (see :class:`PretrainingExamples`).
+"""
+import concurrent.futures
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from .cache import append_array, open_arrays
+from .encoding import TokenizedCorpus
+from .masking import mask_tokens
+from .ragged import concat_ranges, offsets_from_lengths
+
+PAIRS_PER_CHUNK = 1 << 16
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ExampleOptions:
+    """Everything besides the corpus and vocabulary that changes examples."""
+    max_len: int = 128
+    seed: int = 0
+    mask_prob: float = 0.15
+    mask_token_prob: float = 0.8
+    random_token_prob: float = 0.1
+    dynamic_masking: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.max_len, (int, np.integer)) or self.max_len < 5:
+            raise ValueError(
+                f'max_len={self.max_len!r} is too small: an example needs at '
+                f'least 5 tokens, <cls> a <sep> b <sep> with one token in '
+                f'each sentence')
+        if not 0 < self.mask_prob <= 1:
+            raise ValueError(f'mask_prob must be in (0, 1], got '
+                             f'{self.mask_prob!r}')
+        if (min(self.mask_token_prob, self.random_token_prob) < 0
+                or self.mask_token_prob + self.random_token_prob > 1):
+            raise ValueError('mask_token_prob and random_token_prob must be '
+                             '>= 0 with a sum <= 1')
+
+
+def truncate_longest_first(len_a, len_b, max_num_tokens):
+    """Lengths after removing tokens from the longer sentence until they fit.
+
+    Vectorized closed form of Google's loop ``while len_a + len_b > max:
+    shorten the longer one (b on a tie)``: if the shorter sentence fits in
+    half the budget it is kept and the longer one gets the rest; otherwise
+    a gets ``ceil(max / 2)`` and b ``floor(max / 2)``.
+    """
+    len_a, len_b = np.asarray(len_a), np.asarray(len_b)
+    shorter = np.minimum(len_a, len_b)
+    keep_shorter = 2 * shorter <= max_num_tokens
+    new_a = np.where(len_a <= len_b, len_a, max_num_tokens - len_b)
+    new_b = np.where(len_a <= len_b, max_num_tokens - len_a, len_b)
+    new_a = np.where(keep_shorter, new_a, (max_num_tokens + 1) // 2)
+    new_b = np.where(keep_shorter, new_b, max_num_tokens // 2)
+    fits = len_a + len_b <= max_num_tokens
+    return np.where(fits, len_a, new_a), np.where(fits, len_b, new_b)
+
+
+def pair_first_sentences(corpus):
+    """int64: every sentence that has a next sentence in its paragraph."""
+    has_next = np.ones(corpus.num_sentences, dtype=bool)
+    has_next[corpus.paragraph_offsets[1:] - 1] = False
+    return np.flatnonzero(has_next)
+
+
+def choose_second_sentences(first, corpus, sentence_paragraphs, rng):
+    """NSP: the true next sentence or one from another paragraph, 50/50.
+
+    Returns ``(second, is_next)``, int64 and int32 arrays like ``first``.
+    """
+    is_next = rng.random(len(first)) < 0.5
+    paragraph = sentence_paragraphs[first]
+    paragraph_start = corpus.paragraph_offsets[paragraph]
+    paragraph_size = corpus.paragraph_offsets[paragraph + 1] - paragraph_start
+    # Uniform over the sentences outside the paragraph: draw among the
+    # num_sentences - paragraph_size others and skip over the paragraph.
+    other = rng.integers(0, corpus.num_sentences - paragraph_size)
+    other += np.where(other >= paragraph_start, paragraph_size, 0)
+    second = np.where(is_next, first + 1, other)
+    return second, is_next.astype(np.int32)
+
+
+def assemble_pairs(corpus, first, second, max_len, vocab):
+    """Token ids of ``<cls> a <sep> b <sep>`` for each pair, back to back.
+
+    Returns ``(token_ids, lengths, first_segment_lengths)``: int32 flat
+    tokens, int32 (num_pairs,) lengths (the valid_lens), and int32
+    (num_pairs,) ``len(a) + 2``, the number of tokens with segment id 0.
+    """
+    offsets = corpus.sentence_offsets
+    len_a, len_b = truncate_longest_first(
+        offsets[first + 1] - offsets[first],
+        offsets[second + 1] - offsets[second], max_len - 3)
+    lengths = len_a + len_b + 3
+    starts = offsets_from_lengths(lengths)[:-1]
+    token_ids = np.empty(int(lengths.sum()), dtype=np.int32)
+    token_ids[starts] = vocab.cls_id
+    token_ids[starts + len_a + 1] = vocab.sep_id
+    token_ids[starts + lengths - 1] = vocab.sep_id
+    token_ids[concat_ranges(starts + 1, len_a)] = corpus.token_ids[
+        concat_ranges(offsets[first], len_a)]
+    token_ids[concat_ranges(starts + len_a + 2, len_b)] = corpus.token_ids[
+        concat_ranges(offsets[second], len_b)]
+    return (token_ids, lengths.astype(np.int32),
+            (len_a + 2).astype(np.int32))
+
+
+def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
+                options):
+    """All arrays of the examples whose first sentences are ``first``."""
+    nsp_rng = np.random.default_rng([options.seed, 0, chunk_index])
+    second, is_next = choose_second_sentences(first, corpus,
+                                              sentence_paragraphs, nsp_rng)
+    token_ids, lengths, first_segment_lengths = assemble_pairs(
+        corpus, first, second, options.max_len, vocab)
+    chunk = {'lengths': lengths, 'first_segment_lengths': first_segment_lengths,
+             'nsp_labels': is_next, 'first_sentences': first,
+             'second_sentences': second}
+    if options.dynamic_masking:
+        chunk['token_ids'] = token_ids
+        return chunk
+    mask_rng = np.random.default_rng([options.seed, 1, chunk_index])
+    masked = mask_tokens(token_ids, lengths, mask_rng, len(vocab),
+                         vocab.num_reserved, vocab.mask_id, options.mask_prob,
+                         options.mask_token_prob, options.random_token_prob)
+    chunk.update(token_ids=masked.token_ids, num_preds=masked.num_preds,
+                 pred_positions=masked.pred_positions,
+                 mlm_labels=masked.labels)
+    return chunk
+
+
+class PretrainingExamples:
+    """All pretraining examples of a corpus, stored as flat arrays on disk.
+
+    Per example ``i`` (``n`` = number of examples):
+
+    * ``lengths`` int32 (n,): its number of tokens, the ``valid_len``;
+      its tokens are ``token_ids[token_offsets[i]:token_offsets[i + 1]]``.
+    * ``first_segment_lengths`` int32 (n,): tokens with segment id 0.
+    * ``nsp_labels`` int32 (n,): 1 if sentence b really follows sentence a.
+    * ``first_sentences``, ``second_sentences`` int64 (n,): a and b, as
+      sentence indices of the :class:`.encoding.TokenizedCorpus`.
+    * static masking only: ``num_preds`` int32 (n,), and flat
+      ``pred_positions``/``mlm_labels`` int32 (sum(num_preds),) indexed by
+      ``pred_offsets``. With ``dynamic_masking`` the stored tokens are
+      unmasked and the batches mask them afresh every epoch.
+
+    This is also a Gluon-style dataset: ``len(examples)`` and
+    ``examples[i]``, the book's 7-tuple for one example padded to ``max_len``
+    (see :meth:`__getitem__`), for people who build their own loaders.
+    """
+
+    def __init__(self, directory, vocab):
+        """Open the examples that :func:`write_examples` put in ``directory``."""
+        with open(os.path.join(directory, 'options.json')) as f:
+            self.options = ExampleOptions(**json.load(f))
+        self.vocab = vocab
+        self.directory = directory
+        for name, values in open_arrays(directory).items():
+            setattr(self, name, values)
+        self.token_offsets = offsets_from_lengths(self.lengths)
+        if not self.options.dynamic_masking:
+            self.pred_offsets = offsets_from_lengths(self.num_preds)
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, index):
+        """The book's tuple for one example, as host NumPy arrays:
+        ``(tokens (max_len,), segments (max_len,), valid_len (),
+        pred_positions (P,), mlm_weights (P,), mlm_labels (P,), nsp_label ())``
+        with ``P = max_predictions(max_len)``. With dynamic masking the mask
+        is a fixed function of ``(seed, index)``.
+        """
+        from .batches import make_batch, max_predictions
+        index = range(len(self))[index]
+        rng = np.random.default_rng([self.options.seed, 4, index])
+        batch = make_batch(self, np.array([index]), self.options.max_len,
+                           max_predictions(self.options.max_len,
+                                           self.options.mask_prob), rng)
+        return tuple(array[0] for array in batch)
+
+
+def write_examples(corpus_directory, vocab, options, directory,
+                   num_workers=0):
+    """Build the examples of the corpus in ``corpus_directory`` into
+    ``directory``, with ``num_workers`` processes (0: in this process)."""
+    corpus = TokenizedCorpus(corpus_directory)
+    firsts = pair_first_sentences(corpus)
+    if len(firsts) == 0:
+        raise ValueError('the corpus has no paragraph with at least two '
+                         'sentences, so there is no sentence pair')
+    if corpus.num_paragraphs < 2:
+        raise ValueError('the corpus has a single usable paragraph; next '
+                         'sentence prediction needs at least two')
+    chunks = [firsts[start:start + PAIRS_PER_CHUNK]
+              for start in range(0, len(firsts), PAIRS_PER_CHUNK)]
+    for chunk in _map_chunks(corpus_directory, chunks, vocab, options,
+                             num_workers):
+        for name, values in chunk.items():
+            append_array(directory, name, values)
+    with open(os.path.join(directory, 'options.json'), 'w') as f:
+        json.dump(dataclasses.asdict(options), f)
+    return PretrainingExamples(directory, vocab)
+
+
+def _map_chunks(corpus_directory, chunks, vocab, options, num_workers):
+    """Yield ``build_chunk`` of every chunk, in order."""
+    if num_workers == 0:
+        _open_corpus(corpus_directory)
+        for index, first in enumerate(chunks):
+            yield _build_chunk_in_process(first, index, vocab, options)
+        return
+    with concurrent.futures.ProcessPoolExecutor(
+            num_workers, initializer=_open_corpus,
+            initargs=(corpus_directory,)) as pool:
+        # Keep at most 2 chunks per worker in flight to bound memory.
+        pending = []
+        for index, first in enumerate(chunks):
+            pending.append(pool.submit(_build_chunk_in_process, first, index,
+                                       vocab, options))
+            if len(pending) >= 2 * num_workers:
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
+
+
+_worker_corpus = {}
+
+
+def _open_corpus(corpus_directory):
+    corpus = TokenizedCorpus(corpus_directory)
+    _worker_corpus.update(corpus=corpus,
+                          sentence_paragraphs=corpus.sentence_paragraphs())
+
+
+def _build_chunk_in_process(first, chunk_index, vocab, options):
+    return build_chunk(_worker_corpus['corpus'],
+                       _worker_corpus['sentence_paragraphs'], first,
+                       chunk_index, vocab, options)

@@ -1,0 +1,87 @@
+"""Masked language model targets, for many sequences at once.
+
+In every sequence, BERT chooses 15% of the *non-special* tokens (at least one;
+``max(1, round(0.15 * n))`` as in the d2l book, ``n`` counting the tokens that
+can be chosen) and asks the model to predict the original token there. Of the
+chosen tokens
+
+* 80% are replaced by ``<mask>``,
+* 10% by a random token, drawn uniformly from the non-special tokens (the
+  book draws from the whole vocabulary and so can insert ``<pad>``, ``<cls>``
+  or ``<sep>``),
+* 10% are left unchanged.
+
+Special tokens (``<pad> <unk> <cls> <sep> <mask>`` and any extra reserved
+token, i.e. ids below ``vocab.num_reserved``) are never chosen: there is
+nothing to learn from predicting them.
+
+The sequences are a ragged array (see :mod:`.ragged`): ``token_ids`` holds
+them back to back and ``lengths`` says how long each one is. The work is a
+handful of vectorized NumPy calls, whatever the number of sequences.
+"""
+import collections
+
+import numpy as np
+
+from .ragged import offsets_from_lengths, row_ids
+
+MaskedTokens = collections.namedtuple(
+    'MaskedTokens', ['token_ids', 'num_preds', 'pred_positions', 'labels'])
+MaskedTokens.__doc__ = """Result of :func:`mask_tokens`.
+
+token_ids: int32 (num_tokens,), the input with chosen tokens replaced.
+num_preds: int32 (num_sequences,), number of predictions per sequence.
+pred_positions: int32 (sum(num_preds),), position of each prediction inside
+    its sequence, increasing within a sequence; sequences back to back.
+labels: int32 (sum(num_preds),), the original token at each position.
+"""
+
+
+def num_predictions(num_candidates, mask_prob=0.15):
+    """``min(n, max(1, round(mask_prob * n)))`` for each candidate count n."""
+    num_candidates = np.asarray(num_candidates)
+    wanted = np.maximum(1, np.round(num_candidates * mask_prob))
+    return np.minimum(num_candidates, wanted).astype(np.int32)
+
+
+def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
+                mask_prob=0.15, mask_token_prob=0.8, random_token_prob=0.1):
+    """Choose prediction positions and corrupt the input, as described above.
+
+    Args:
+        token_ids: int array (num_tokens,), the sequences back to back.
+        lengths: int array (num_sequences,), every length >= 1.
+        rng: a ``numpy.random.Generator``; the only source of randomness.
+        vocab_size, num_reserved, mask_id: from the vocabulary.
+    Returns:
+        a :class:`MaskedTokens`.
+    """
+    if vocab_size <= num_reserved:
+        raise ValueError('the vocabulary has no non-special token to predict '
+                         '(is min_freq too large for this corpus?)')
+    token_ids = np.asarray(token_ids, dtype=np.int32)
+    starts = offsets_from_lengths(lengths)[:-1]
+    sequence_of = row_ids(lengths)
+    is_candidate = token_ids >= num_reserved
+    num_candidates = np.add.reduceat(is_candidate.astype(np.int64), starts) \
+        if len(starts) else np.zeros(0, np.int64)
+    num_preds = num_predictions(num_candidates, mask_prob)
+
+    # Sort each sequence's tokens: candidates first, in random order; then
+    # its first num_preds entries are a uniform random choice of candidates.
+    sort_key = sequence_of + np.where(is_candidate,
+                                      0.5 * rng.random(len(token_ids)), 0.75)
+    order = np.argsort(sort_key, kind='stable')
+    rank_in_sequence = np.arange(len(token_ids)) - np.repeat(starts, lengths)
+    chosen = np.sort(order[rank_in_sequence < np.repeat(num_preds, lengths)])
+
+    labels = token_ids[chosen]
+    corrupted = token_ids.copy()
+    action = rng.random(len(chosen))
+    to_mask = action < mask_token_prob
+    to_random = ~to_mask & (action < mask_token_prob + random_token_prob)
+    corrupted[chosen[to_mask]] = mask_id
+    corrupted[chosen[to_random]] = rng.integers(
+        num_reserved, vocab_size, size=int(to_random.sum()))
+    pred_positions = (chosen - starts[sequence_of[chosen]]).astype(np.int32)
+    return MaskedTokens(corrupted, num_preds, pred_positions, labels)
