@@ -1,0 +1,98 @@
+"""Shared helpers for the test suite: tiny configurations, randomized weights and padded
+batches.
+
+Every test uses tiny sizes (vocabulary 64, 32 hidden units, 2 heads, 2 layers, sequences
+of at most 12 tokens) and fixed seeds, so the whole suite runs in about a minute on two
+CPU cores and gives the same numbers on every run.
+"""
+import os
+import sys
+import warnings
+
+import numpy as onp
+import pytest
+
+# Make `import d2lbert` work from a source checkout without installing the package.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO_ROOT not in sys.path:
+    sys.path.insert(0, REPO_ROOT)
+
+# MXNet 1.9.1 triggers DeprecationWarnings on import (NumPy financial functions,
+# distutils); they are not ours and would drown the test report.
+with warnings.catch_warnings():
+    warnings.simplefilter('ignore', DeprecationWarning)
+    import d2lbert  # sets OMP_NUM_THREADS, then switches on MXNet's NumPy interface
+    import mxnet as mx
+    from mxnet import np
+
+VOCAB_SIZE = 64
+TINY = dict(num_hiddens=32, ffn_num_hiddens=64, num_heads=2, num_layers=2, max_len=16,
+            dropout=0.0, attention_dropout=0.0)
+
+
+def tiny_config(arch='d2l', **overrides):
+    """A tiny `BERTConfig` of the book's ('d2l') or Google's ('original') architecture,
+    with dropout 0 so that results are deterministic."""
+    preset = {'d2l': d2lbert.BERTConfig.d2l, 'original': d2lbert.BERTConfig.original}[arch]
+    return preset(VOCAB_SIZE, 'book', **{**TINY, **overrides})
+
+
+def randomize_parameters(net, seed=0, scale=0.2):
+    """Give *every* parameter random values, including biases (zeros after
+    `initialize`) and LayerNorm gammas/betas (ones/zeros), so that a test comparing
+    two implementations also notices a misplaced bias or LayerNorm parameter."""
+    rng = onp.random.default_rng(seed)
+    for name, param in sorted(net.collect_params().items()):
+        value = rng.normal(0.0, scale, size=param.shape)
+        if name.endswith('gamma'):
+            value += 1.0
+        param.set_data(np.array(value, dtype=param.dtype))
+    return net
+
+
+def make_model(arch='d2l', seed=0, **overrides):
+    """A tiny `BERTModel` with random (seeded) weights."""
+    mx.random.seed(seed)
+    net = d2lbert.BERTModel.from_config(tiny_config(arch, **overrides))
+    net.initialize()
+    return randomize_parameters(net, seed)
+
+
+def make_batch(seed=0, batch_size=4, seq_len=10, num_preds=3, vocab_size=VOCAB_SIZE,
+               valid_lens=None):
+    """A padded batch: dict(tokens, segments, valid_lens, pred_positions).
+
+    Every example gets a different valid length (unless `valid_lens` is given); its
+    first part is segment 0 and the rest of its valid tokens segment 1. Padded
+    positions hold token id 0 and segment 0. The prediction positions lie inside each
+    example's valid length.
+    """
+    rng = onp.random.default_rng(seed)
+    if valid_lens is None:
+        valid_lens = rng.choice(onp.arange(num_preds, seq_len + 1), size=batch_size,
+                                replace=False)
+    valid_lens = onp.asarray(valid_lens)
+    tokens = onp.zeros((batch_size, seq_len), dtype='int32')
+    segments = onp.zeros((batch_size, seq_len), dtype='int32')
+    pred_positions = onp.zeros((batch_size, num_preds), dtype='int32')
+    for i, length in enumerate(valid_lens):
+        tokens[i, :length] = rng.integers(1, vocab_size, size=length)
+        segments[i, (length + 1) // 2:length] = 1
+        pred_positions[i] = onp.sort(rng.choice(length, size=num_preds, replace=False))
+    return dict(tokens=np.array(tokens, dtype='int32'),
+                segments=np.array(segments, dtype='int32'),
+                valid_lens=np.array(valid_lens, dtype='int32'),
+                pred_positions=np.array(pred_positions, dtype='int32'))
+
+
+def to_numpy(*arrays):
+    """MXNet arrays -> float64 NumPy arrays (None stays None)."""
+    out = [None if a is None else a.asnumpy().astype('float64') for a in arrays]
+    return out[0] if len(out) == 1 else out
+
+
+@pytest.fixture(params=['d2l', 'original'])
+def arch(request):
+    """Run a test for both architectures: the book's BERT and Google's BERT."""
+    return request.param
+
