@@ -66,17 +66,25 @@ class BERTModel(nn.HybridBlock):
         return encoded, self.nsp(encoded), self.mlm(encoded, pred_positions)
 
     def pretraining_loss(self, tokens, segments, valid_lens, pred_positions, mlm_weights,
-                         mlm_labels, nsp_labels):
+                         mlm_labels, nsp_labels, with_accuracy=False):
         """The two pretraining losses of one batch, as scalars.
 
         tokens, segments: (batch_size, seq_len); valid_lens, nsp_labels: (batch_size,)
         pred_positions, mlm_weights, mlm_labels: (batch_size, num_preds); mlm_weights
         is 1 for a real prediction slot and 0 for padding.
         returns: (mlm_loss, nsp_loss): the cross-entropy averaged over the real
-        prediction slots, and over the sentence pairs.
+        prediction slots, and over the sentence pairs; with_accuracy=True appends
+        (mlm_accuracy, nsp_accuracy), averaged the same way.
         """
         _, nsp_logits, mlm_logits = self(tokens, segments, valid_lens, pred_positions)
-        mlm_nll = -npx.pick(npx.log_softmax(mlm_logits), mlm_labels.astype('int32'))
-        mlm_loss = (mlm_nll * mlm_weights).sum() / (mlm_weights.sum() + 1e-8)
-        nsp_loss = -npx.pick(npx.log_softmax(nsp_logits), nsp_labels.astype('int32')).mean()
-        return mlm_loss, nsp_loss
+        mlm_labels, nsp_labels = mlm_labels.astype('int32'), nsp_labels.astype('int32')
+        num_slots = mlm_weights.sum() + 1e-8
+        mlm_nll = -npx.pick(npx.log_softmax(mlm_logits), mlm_labels)
+        mlm_loss = (mlm_nll * mlm_weights).sum() / num_slots
+        nsp_loss = -npx.pick(npx.log_softmax(nsp_logits), nsp_labels).mean()
+        if not with_accuracy:
+            return mlm_loss, nsp_loss
+        mlm_correct = mlm_logits.argmax(axis=-1).astype('int32') == mlm_labels
+        mlm_accuracy = (mlm_correct * mlm_weights).sum() / num_slots
+        nsp_accuracy = (nsp_logits.argmax(axis=-1).astype('int32') == nsp_labels).mean()
+        return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy

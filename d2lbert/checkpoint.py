@@ -1,0 +1,111 @@
+"""Checkpoints that can't be half-written: everything goes into a temporary folder,
+a manifest with every file's size and SHA-1 is written last, and one atomic
+`os.rename` makes the checkpoint visible.
+
+Layout of a pretraining output folder::
+
+    OUT/checkpoints/step-000200/  config.json vocab.json model.params
+                                  trainer.states state.json manifest.json
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+
+from .config import BERTConfig
+from .data import Vocab
+
+CHECKPOINT_DIR = 'checkpoints'
+_NAME = re.compile(r'^step-(\d{6,})$')
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, incomplete, corrupted or does not match the run."""
+
+
+def _sha1(path):
+    digest = hashlib.sha1()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def save_checkpoint(out_dir, step, net, trainer, config, vocab, state, keep=3):
+    """Write checkpoint `step` atomically and delete all but the newest `keep`."""
+    root = os.path.join(out_dir, CHECKPOINT_DIR)
+    os.makedirs(root, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f'.tmp-step-{step:06d}-', dir=root)
+    try:
+        config.to_json_file(os.path.join(tmp, 'config.json'))
+        vocab.save(os.path.join(tmp, 'vocab.json'))
+        net.save_parameters(os.path.join(tmp, 'model.params'))
+        if trainer is not None:
+            trainer.save_states(os.path.join(tmp, 'trainer.states'))
+        with open(os.path.join(tmp, 'state.json'), 'w') as f:
+            json.dump({**state, 'step': step}, f, indent=2)
+        manifest = {name: {'bytes': os.path.getsize(os.path.join(tmp, name)),
+                           'sha1': _sha1(os.path.join(tmp, name))}
+                    for name in sorted(os.listdir(tmp))}
+        with open(os.path.join(tmp, 'manifest.json'), 'w') as f:
+            json.dump(manifest, f, indent=2)
+        final = os.path.join(root, f'step-{step:06d}')
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(out_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(out_dir):
+    """Complete checkpoint folders of a run, oldest first."""
+    root = os.path.join(out_dir, CHECKPOINT_DIR)
+    if not os.path.isdir(root):
+        return []
+    names = sorted(name for name in os.listdir(root) if _NAME.match(name))
+    return [os.path.join(root, name) for name in names]
+
+
+def find_checkpoint(path):
+    """A checkpoint folder itself, or the newest one in a run's output folder."""
+    if os.path.isfile(os.path.join(path, 'manifest.json')):
+        return path
+    checkpoints = list_checkpoints(path)
+    if not checkpoints:
+        raise CheckpointError(f'no complete checkpoint in {path} (expected '
+                              f'{os.path.join(path, CHECKPOINT_DIR, "step-NNNNNN")})')
+    return checkpoints[-1]
+
+
+def verify_checkpoint(checkpoint):
+    """Check every file against the manifest: a truncated or altered file is an error."""
+    manifest_path = os.path.join(checkpoint, 'manifest.json')
+    try:
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f'{checkpoint} is not a complete checkpoint: '
+                              f'cannot read its manifest.json ({error})') from None
+    for name, expected in manifest.items():
+        path = os.path.join(checkpoint, name)
+        if not os.path.isfile(path):
+            raise CheckpointError(f'checkpoint {checkpoint} is missing {name}')
+        if os.path.getsize(path) != expected['bytes'] or _sha1(path) != expected['sha1']:
+            raise CheckpointError(f'checkpoint file {path} is corrupted or truncated '
+                                  '(size or SHA-1 differs from manifest.json)')
+
+
+def read_checkpoint_meta(checkpoint):
+    """(config, vocab, state) of a verified checkpoint."""
+    verify_checkpoint(checkpoint)
+    config = BERTConfig.from_json_file(os.path.join(checkpoint, 'config.json'))
+    vocab = Vocab.load(os.path.join(checkpoint, 'vocab.json'))
+    with open(os.path.join(checkpoint, 'state.json')) as f:
+        state = json.load(f)
+    return config, vocab, state

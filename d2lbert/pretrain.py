@@ -1,0 +1,242 @@
+"""`d2lbert pretrain`: pretrain BERT on WikiText (or your text), with progress,
+held-out evaluation, atomic checkpoints and exact resume."""
+import dataclasses
+import datetime
+import math
+import os
+import time
+
+import mxnet as mx
+from mxnet import init
+
+from . import checkpoint as ckpt
+from .config import BERTConfig
+from .data import load_data_wiki
+from .devices import usable_gpu_ids
+from .metrics import MetricsLog
+from .model import BERTModel
+from .optimization import learning_rate, make_trainer
+from .training import evaluate, forward_backward, optimizer_step, seed_step
+
+
+class PretrainError(Exception):
+    """A problem with the run's inputs or state, reported as one clear message."""
+
+
+class TrainingDiverged(PretrainError):
+    """The loss became NaN or infinite."""
+
+
+@dataclasses.dataclass
+class PretrainOptions:
+    """Every setting of a pretraining run; the CLI flags map onto these one to one."""
+    data: str = 'bundled'
+    preset: str = 'book'
+    config: str = None
+    batch_size: int = 64
+    max_len: int = 64
+    steps: int = 600
+    lr: float = 2e-3
+    warmup: int = 60
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    optimizer: str = 'adam'
+    accumulate: int = 1
+    gpus: str = None
+    cpu: bool = False
+    amp: bool = False
+    eval_every: int = 200
+    save_every: int = 200
+    log_every: int = 10
+    keep: int = 3
+    out: str = None
+    resume: bool = False
+    seed: int = 0
+    kvstore: str = 'device'
+    num_workers: int = 0
+    min_freq: int = 5
+    progress: bool = True
+
+
+def resolve_contexts(options):
+    """The devices to train on: --cpu, --gpus ids, or every usable GPU else the CPU."""
+    if options.cpu or options.gpus is None:
+        ctxs = [mx.cpu()] if options.cpu else ([mx.gpu(i) for i in usable_gpu_ids()]
+                                               or [mx.cpu()])
+    else:
+        try:
+            wanted = [int(i) for i in options.gpus.split(',') if i.strip()]
+        except ValueError:
+            raise PretrainError(f'--gpus must be comma-separated GPU ids like 0,1, '
+                                f'got {options.gpus!r}') from None
+        usable = usable_gpu_ids()
+        missing = [i for i in wanted if i not in usable]
+        if missing or not wanted:
+            raise PretrainError(f'--gpus {options.gpus}: GPU id(s) {missing or wanted} not '
+                                f'usable here (usable GPUs: {usable or "none"}); use --cpu')
+        ctxs = [mx.gpu(i) for i in wanted]
+    if options.amp and ctxs[0].device_type != 'gpu':
+        raise PretrainError('--amp (float16 mixed precision) needs a GPU; '
+                            'on the CPU train in float32 (drop --amp)')
+    return ctxs
+
+
+def prepare_out_dir(options):
+    out = options.out or os.path.join(
+        'runs', datetime.datetime.now().strftime('bert-%Y%m%d-%H%M%S'))
+    existing = ckpt.list_checkpoints(out)
+    if options.resume and not existing:
+        raise PretrainError(f'--resume: no complete checkpoint in {out}')
+    if not options.resume and existing:
+        raise PretrainError(f'{out} already holds checkpoints; pass --resume to continue '
+                            'that run or choose another --out (nothing was overwritten)')
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f'.write-test-{os.getpid()}')
+        with open(probe, 'w'):
+            pass
+        os.remove(probe)
+    except OSError as error:
+        raise PretrainError(f'--out {out} is not writable: {error.strerror}') from None
+    return out
+
+
+def build_config(options, vocab):
+    if options.config:
+        try:
+            config = BERTConfig.from_json_file(options.config)
+        except (OSError, ValueError) as error:
+            raise PretrainError(f'--config {options.config}: {error}') from None
+        if config.vocab_size != len(vocab):
+            config = dataclasses.replace(config, vocab_size=len(vocab))
+    else:
+        config = BERTConfig.d2l(len(vocab), options.preset)
+    if config.max_len < options.max_len:
+        raise PretrainError(f'--max-len {options.max_len} exceeds the model\'s max_len '
+                            f'{config.max_len}')
+    return config
+
+
+def check_resume_matches(checkpoint, config, vocab):
+    """The run being resumed must use the same architecture and vocabulary."""
+    saved_config, saved_vocab, state = ckpt.read_checkpoint_meta(checkpoint)
+    if saved_config != config:
+        diff = {k: (v, getattr(config, k)) for k, v in saved_config.to_dict().items()
+                if getattr(config, k) != v}
+        raise PretrainError(f'--resume: the model config differs from {checkpoint} '
+                            f'(field: (saved, now)): {diff}')
+    if saved_vocab != vocab:
+        raise PretrainError(f'--resume: the vocabulary built from the data differs from '
+                            f'{checkpoint}/vocab.json (different --data or --min-freq?)')
+    return state
+
+
+class BatchStream:
+    """Endless batches over epochs from a resumable position (epoch, index)."""
+
+    def __init__(self, data_iter, epoch=0, index=0):
+        self.data_iter, self.epoch, self.index = data_iter, epoch, index
+        self._batches = data_iter.batches(epoch, index)
+
+    def next(self):
+        for batch in self._batches:
+            self.index += 1
+            return batch
+        self.epoch, self.index = self.epoch + 1, 0
+        self._batches = self.data_iter.batches(self.epoch)
+        return self.next()
+
+    def position(self):
+        return {'epoch': self.epoch, 'index': self.index}
+
+
+def pretrain(options):
+    """Run pretraining; returns a summary dict (output folder, final metrics)."""
+    ctxs = resolve_contexts(options)
+    out = prepare_out_dir(options)
+    train_iter, vocab = load_data_wiki(
+        options.batch_size, options.max_len, options.data, 'train', seed=options.seed,
+        num_workers=options.num_workers, min_freq=options.min_freq, last_batch='discard')
+    valid_iter, _ = load_data_wiki(
+        options.batch_size, options.max_len, options.data, 'valid', vocab=vocab,
+        seed=options.seed, shuffle=False)
+    config = build_config(options, vocab)
+    if options.amp:
+        from mxnet.contrib import amp
+        amp.init()
+    net = BERTModel.from_config(config)
+    net.initialize(init.Normal(0.02), ctx=ctxs)
+    net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
+    trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
+                           options.kvstore)
+    if options.amp:
+        amp.init_trainer(trainer)
+    log = MetricsLog(out)
+    state = {'epoch': 0, 'index': 0, 'step': 0}
+    if options.resume:
+        checkpoint = ckpt.find_checkpoint(out)
+        state = check_resume_matches(checkpoint, config, vocab)
+        net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
+        trainer.load_states(os.path.join(checkpoint, 'trainer.states'))
+        log.truncate(state['step'])
+    else:
+        config.to_json_file(os.path.join(out, 'config.json'))
+        vocab.save(os.path.join(out, 'vocab.json'))
+    net.hybridize(static_alloc=True, static_shape=True)
+    stream = BatchStream(train_iter, state['epoch'], state['index'])
+    return _train_loop(options, net, trainer, ctxs, stream, valid_iter, log, config, vocab,
+                       state['step'], out)
+
+
+def _train_loop(options, net, trainer, ctxs, stream, valid_iter, log, config, vocab,
+                start_step, out):
+    from tqdm import tqdm
+    progress = tqdm(total=options.steps, initial=start_step, unit='step',
+                    disable=not options.progress, dynamic_ncols=True)
+    pairs, tic, last_eval = 0, time.time(), None
+    for step in range(start_step + 1, options.steps + 1):
+        batches = [stream.next() for _ in range(options.accumulate)]
+        seed_step(options.seed, step)
+        trainer.set_learning_rate(learning_rate(step, options.lr, options.warmup,
+                                                options.steps))
+        metrics = forward_backward(net, batches, ctxs)
+        optimizer_step(net, trainer, options.clip)
+        pairs += sum(len(b.nsp_labels) for b in batches)
+        progress.update(1)
+        last = step == options.steps
+        if step % options.log_every and step % options.save_every and not last:
+            continue
+        record = {'step': step, 'split': 'train', 'lr': trainer.learning_rate,
+                  **dict(zip(('mlm_loss', 'nsp_loss', 'mlm_accuracy', 'nsp_accuracy'),
+                             (float(m) for m in metrics)))}
+        if not all(math.isfinite(record[k]) for k in ('mlm_loss', 'nsp_loss')):
+            progress.close()
+            raise TrainingDiverged(
+                f'loss became {record["mlm_loss"]}/{record["nsp_loss"]} (MLM/NSP) at step '
+                f'{step}: stopped. The last good checkpoint is kept in {out}; try a lower '
+                '--lr or --clip')
+        record['pairs_per_second'] = pairs / (time.time() - tic)
+        pairs, tic = 0, time.time()
+        log.write(record)
+        progress.set_postfix(mlm=f'{record["mlm_loss"]:.3f}', nsp=f'{record["nsp_loss"]:.3f}',
+                             mlm_acc=f'{record["mlm_accuracy"]:.3f}',
+                             pairs_s=f'{record["pairs_per_second"]:.0f}')
+        if step % options.eval_every == 0 or last:
+            last_eval = {'step': step, 'split': 'valid', **evaluate(net, valid_iter, ctxs[0])}
+            log.write(last_eval)
+            progress.write(_format_eval(last_eval))
+            tic = time.time()
+        if step % options.save_every == 0 or last:
+            ckpt.save_checkpoint(out, step, net, trainer, config, vocab,
+                                 {**stream.position(), 'seed': options.seed}, options.keep)
+            tic = time.time()
+    progress.close()
+    log.plot()
+    return {'out': out, 'steps': options.steps, 'eval': last_eval}
+
+
+def _format_eval(record):
+    return (f'step {record["step"]}: held-out MLM accuracy {record["mlm_accuracy"]:.3f} '
+            f'(most-frequent-token baseline {record["mlm_baseline_accuracy"]:.3f}), '
+            f'perplexity {record["mlm_perplexity"]:.1f}, NSP accuracy '
+            f'{record["nsp_accuracy"]:.3f}')

@@ -1,0 +1,99 @@
+"""One data-parallel pretraining step, and held-out evaluation.
+
+The gradient of a step must not depend on how many devices share the batch (the
+book's loop sums per-device mean losses, so its update grows with the device
+count). Each device's loss is weighted by its share of the batch's prediction
+slots (MLM) and sentence pairs (NSP); the Trainer then sums the gradients across
+devices, which gives exactly the gradient of the whole batch's mean loss.
+"""
+import math
+
+import mxnet as mx
+import numpy as onp
+from mxnet import autograd, np
+
+from .checks import skip_value_checks
+from .optimization import clip_global_norm
+
+
+def split_batch(batch, num_parts):
+    """Split a host batch (tuple of NumPy arrays, batch first) into num_parts shards."""
+    batch_size = len(batch[0])
+    if batch_size < num_parts:
+        raise ValueError(f'batch of {batch_size} examples cannot be split over '
+                         f'{num_parts} devices')
+    bounds = onp.linspace(0, batch_size, num_parts + 1).astype(int)
+    return [tuple(array[lo:hi] for array in batch) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def forward_backward(net, batches, ctxs):
+    """Add to the parameters' gradients (grad_req='add') the gradient of the mean pretraining
+    loss over `batches` (host batches that together form one optimizer step).
+
+    returns: device arrays on ctxs[0]: (mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy),
+    each the average over all real prediction slots or sentence pairs of the step.
+    """
+    total_slots = max(sum(float(batch.mlm_weights.sum()) for batch in batches), 1.0)
+    total_pairs = sum(len(batch.nsp_labels) for batch in batches)
+    totals = [np.zeros((), ctx=ctxs[0]) for _ in range(4)]
+    for batch in batches:
+        for shard, ctx in zip(split_batch(batch, len(ctxs)), ctxs):
+            slot_share = float(shard[4].sum()) / total_slots
+            pair_share = len(shard[6]) / total_pairs
+            arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
+            with autograd.record(), skip_value_checks():
+                mlm_loss, nsp_loss, mlm_acc, nsp_acc = net.pretraining_loss(
+                    *arrays, with_accuracy=True)
+                loss = mlm_loss * slot_share + nsp_loss * pair_share
+            loss.backward()
+            for i, (value, share) in enumerate(zip(
+                    (mlm_loss, nsp_loss, mlm_acc, nsp_acc),
+                    (slot_share, pair_share, slot_share, pair_share))):
+                totals[i] = totals[i] + value.as_in_ctx(ctxs[0]) * share
+    return totals
+
+
+def optimizer_step(net, trainer, clip=None):
+    """Sum gradients across devices, clip their global norm, update, zero them."""
+    trainer.allreduce_grads()
+    params = [p for p in net.collect_params().values() if p.grad_req != 'null']
+    if clip:
+        for ctx in params[0].list_ctx():
+            clip_global_norm([p.grad(ctx) for p in params], clip)
+    trainer.update(1)
+    for param in params:
+        for grad in param.list_grad():
+            grad[:] = 0
+
+
+def seed_step(seed, step):
+    """Re-seed MXNet's RNG (dropout) from (seed, step), so a resumed run draws the same
+    dropout masks as an uninterrupted one."""
+    mx.random.seed((seed * 1_000_003 + step) % (2 ** 31))
+
+
+def evaluate(net, data_iter, ctx, max_batches=None):
+    """Held-out MLM accuracy and perplexity, NSP accuracy, in inference mode.
+
+    Also reports the accuracy of always predicting the most frequent masked token,
+    the baseline the MLM accuracy must beat.
+    """
+    sums = onp.zeros(4)
+    label_counts = onp.zeros(0)
+    slots = pairs = 0
+    for i, batch in enumerate(data_iter.batches(0)):
+        if max_batches is not None and i >= max_batches:
+            break
+        arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in batch]
+        with skip_value_checks():
+            values = net.pretraining_loss(*arrays, with_accuracy=True)
+        n_slots, n_pairs = float(batch.mlm_weights.sum()), len(batch.nsp_labels)
+        sums += [float(v) * w for v, w in zip(values, (n_slots, n_pairs, n_slots, n_pairs))]
+        slots, pairs = slots + n_slots, pairs + n_pairs
+        labels = batch.mlm_labels[batch.mlm_weights > 0]
+        counts = onp.bincount(labels, minlength=len(label_counts))
+        label_counts = onp.pad(label_counts, (0, len(counts) - len(label_counts))) + counts
+    return {'mlm_loss': sums[0] / slots, 'mlm_perplexity': math.exp(min(sums[0] / slots, 50)),
+            'nsp_loss': sums[1] / pairs, 'mlm_accuracy': sums[2] / slots,
+            'nsp_accuracy': sums[3] / pairs,
+            'mlm_baseline_accuracy': float(label_counts.max() / slots)}
