@@ -46,7 +46,9 @@ def randomize_parameters(net, seed=0, scale=0.2):
         value = rng.normal(0.0, scale, size=param.shape)
         if name.endswith('gamma'):
             value += 1.0
-        param.set_data(np.array(value, dtype=param.dtype))
+        # mx.np arrays for d2lbert's blocks, legacy mx.nd arrays for GluonNLP's.
+        array = np.array if mx.util.is_np_array() else mx.nd.array
+        param.set_data(array(value, dtype=param.dtype))
     return net
 
 
@@ -96,3 +98,9 @@ def arch(request):
     """Run a test for both architectures: the book's BERT and Google's BERT."""
     return request.param
 
+
+
+def pytest_configure(config):
+    # Raised inside mx.nd.array (legacy arrays, used for GluonNLP) by SciPy >= 1.8.
+    config.addinivalue_line(
+        'filterwarnings', 'ignore:Please use `csr_matrix`:DeprecationWarning')
