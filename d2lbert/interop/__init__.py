@@ -1,0 +1,13 @@
+"""Google BERT checkpoints in and out, in Hugging Face's format, and WordPiece.
+
+    net, tokenizer, config = from_huggingface('bert-base-uncased/')
+    to_huggingface(net, config, tokenizer, 'exported/')
+
+Needs `safetensors` (pip install safetensors); `transformers` is not needed.
+"""
+from .convert import convert_from_hf, convert_to_hf, load_model_dir
+from .huggingface import from_huggingface, to_huggingface
+from .wordpiece import WordPieceVocab
+
+__all__ = ['from_huggingface', 'to_huggingface', 'WordPieceVocab', 'convert_from_hf',
+           'convert_to_hf', 'load_model_dir']

@@ -1,0 +1,43 @@
+"""`d2lbert convert`: a d2lbert model directory <-> a Hugging Face BERT directory.
+
+A d2lbert model directory holds
+
+    config.json             `BERTConfig.to_json_file`
+    vocab.json | vocab.txt  a d2lbert `Vocab` (`Vocab.save`), or a WordPiece vocabulary
+                            (with tokenizer_config.json saying whether it lower-cases)
+    model.params            `net.save_parameters`
+"""
+import os
+
+from ..config import BERTConfig
+from ..data.vocab import Vocab
+from ..model import BERTModel
+from .huggingface import from_huggingface, read_tokenizer, to_huggingface, write_tokenizer
+
+
+def convert_from_hf(hf_dir, out_dir, allow_pickle=False):
+    """Hugging Face BERT directory -> d2lbert model directory. Returns the missing heads."""
+    net, tokenizer, config = from_huggingface(hf_dir, allow_pickle)
+    os.makedirs(out_dir, exist_ok=True)
+    config.to_json_file(os.path.join(out_dir, 'config.json'))
+    write_tokenizer(tokenizer, out_dir)
+    net.save_parameters(os.path.join(out_dir, 'model.params'))
+    return net.missing_heads
+
+
+def load_model_dir(model_dir):
+    """(net, vocab, config) of a d2lbert model directory."""
+    config = BERTConfig.from_json_file(os.path.join(model_dir, 'config.json'))
+    if os.path.isfile(os.path.join(model_dir, 'vocab.txt')):
+        vocab = read_tokenizer(model_dir)
+    else:
+        vocab = Vocab.load(os.path.join(model_dir, 'vocab.json'))
+    net = BERTModel.from_config(config)
+    net.load_parameters(os.path.join(model_dir, 'model.params'))
+    return net, vocab, config
+
+
+def convert_to_hf(model_dir, out_dir):
+    """d2lbert model directory -> Hugging Face BERT directory."""
+    net, vocab, config = load_model_dir(model_dir)
+    to_huggingface(net, config, vocab, out_dir)
