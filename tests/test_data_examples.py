@@ -185,3 +185,22 @@ def test_truncation_matches_googles_loop():
                                                              budget)):
         want_a, want_b = truncate_like_google(range(a), range(b), n)
         assert (got_a, got_b) == (len(want_a), len(want_b))
+
+
+def test_random_next_sentence_is_uniform_over_other_paragraphs():
+    from types import SimpleNamespace
+    from d2lbert.data.examples import choose_second_sentences
+    # Three paragraphs of 4, 4 and 2 sentences: a random sentence would fall
+    # in the first sentence's own paragraph 40% of the time.
+    corpus = SimpleNamespace(paragraph_offsets=np.array([0, 4, 8, 10]),
+                             num_sentences=10)
+    paragraph_of = np.repeat([0, 1, 2], [4, 4, 2])
+    first = np.tile([0, 1, 2, 4, 5, 6, 8], 3000)
+    second, is_next = choose_second_sentences(
+        first, corpus, paragraph_of, np.random.default_rng(0))
+    negative = is_next == 0
+    assert np.all(paragraph_of[second[negative]]
+                  != paragraph_of[first[negative]])
+    from_first = second[negative & (paragraph_of[first] == 0)]
+    counts = np.bincount(from_first, minlength=10)[4:] / len(from_first)
+    assert np.all(np.abs(counts - 1 / 6) < 0.03)  # sentences 4..9, uniform
