@@ -1,0 +1,138 @@
+"""Device selection falls back to the CPU with one clear warning, and the CPU thread
+count is set before MXNet loads.
+
+The GPU cases are simulated by replacing what d2lbert asks the system
+(`visible_gpus`: what nvidia-smi reports; `mxnet_has_cuda`: whether the installed MXNet
+is a GPU build; `mx.context.num_gpus`: the GPUs MXNet sees), so they run anywhere.
+"""
+import os
+import subprocess
+import sys
+import warnings
+
+import mxnet as mx
+import pytest
+
+import d2lbert
+from d2lbert import devices
+from conftest import REPO_ROOT
+
+
+def simulate(monkeypatch, gpus, cuda_build):
+    """Pretend the driver reports `gpus` [(name, (major, minor))] and the installed
+    MXNet is a CUDA build or not."""
+    monkeypatch.setattr(devices, 'visible_gpus', lambda: gpus)
+    monkeypatch.setattr(devices, 'mxnet_has_cuda', lambda: cuda_build)
+    monkeypatch.setattr(mx.context, 'num_gpus', lambda: len(gpus) if cuda_build else 0)
+
+
+def call_and_collect_warnings(function):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        result = function()
+    return result, [str(w.message) for w in caught]
+
+
+def test_this_machine_runs_on_the_cpu():
+    """On this CPU-only test machine: `[mx.cpu()]`, never an empty list, no warning."""
+    result, messages = call_and_collect_warnings(d2lbert.try_all_gpus)
+    assert result == [mx.cpu()]
+    assert d2lbert.try_gpu() == mx.cpu()
+    if not devices.visible_gpus():
+        assert messages == []
+
+
+def test_no_gpu_means_cpu_without_warning(monkeypatch):
+    simulate(monkeypatch, gpus=[], cuda_build=False)
+    result, messages = call_and_collect_warnings(d2lbert.try_all_gpus)
+    assert result == [mx.cpu()]
+    assert messages == []
+
+
+def test_cpu_only_mxnet_with_a_gpu_warns_once_and_uses_the_cpu(monkeypatch):
+    """A GPU is present but the installed MXNet is the CPU-only build: one warning that
+    says so and that the CPU is used."""
+    simulate(monkeypatch, gpus=[('NVIDIA A100-SXM4-40GB', (8, 0))], cuda_build=False)
+    result, messages = call_and_collect_warnings(d2lbert.try_all_gpus)
+    assert result == [mx.cpu()]
+    assert len(messages) == 1
+    assert 'CPU-only build' in messages[0]
+    assert 'running on the CPU' in messages[0]
+    assert 'A100' in messages[0]
+
+
+def test_hopper_gpu_warns_about_compute_capability_and_uses_the_cpu(monkeypatch):
+    """An H100 (compute capability 9.0) with a CUDA build of MXNet 1.9.1: the wheel has
+    no kernels for it, so one warning naming compute capability 9.0, and the CPU."""
+    simulate(monkeypatch, gpus=[('NVIDIA H100 80GB HBM3', (9, 0))], cuda_build=True)
+    result, messages = call_and_collect_warnings(d2lbert.try_all_gpus)
+    assert result == [mx.cpu()]
+    assert len(messages) == 1
+    assert 'compute capability 9.0' in messages[0]
+    assert 'H100' in messages[0]
+    assert 'CPU' in messages[0]
+    result, _ = call_and_collect_warnings(d2lbert.try_gpu)
+    assert result == mx.cpu()
+
+
+def test_ampere_gpu_is_used(monkeypatch):
+    """An RTX 3090 (compute capability 8.6) with a CUDA build: `[mx.gpu(0)]`, quietly."""
+    simulate(monkeypatch, gpus=[('NVIDIA GeForce RTX 3090', (8, 6))], cuda_build=True)
+    result, messages = call_and_collect_warnings(d2lbert.try_all_gpus)
+    assert result == [mx.gpu(0)]
+    assert messages == []
+    assert d2lbert.try_gpu(0) == mx.gpu(0)
+    assert d2lbert.try_gpu(1) == mx.cpu()
+
+
+def test_mixed_gpus_keep_only_the_usable_ones(monkeypatch):
+    """GPU 0 is an H100, GPU 1 an A100: only GPU 1 is used, with one warning for GPU 0."""
+    simulate(monkeypatch, gpus=[('NVIDIA H100', (9, 0)), ('NVIDIA A100', (8, 0))],
+             cuda_build=True)
+    result, messages = call_and_collect_warnings(d2lbert.try_all_gpus)
+    assert result == [mx.gpu(1)]
+    assert len(messages) == 1 and 'GPU 0' in messages[0]
+
+
+def test_visible_gpus_parses_nvidia_smi(monkeypatch):
+    """`visible_gpus` reads name and compute capability from nvidia-smi's CSV output
+    (names may contain commas) and returns [] when nvidia-smi is missing."""
+    def fake_run(*args, **kwargs):
+        return subprocess.CompletedProcess(args, 0, stdout='NVIDIA H100 80GB HBM3, 9.0\n'
+                                                           'Odd, Name, 8.6\n')
+    monkeypatch.setattr(devices.subprocess, 'run', fake_run)
+    assert devices.visible_gpus() == [('NVIDIA H100 80GB HBM3', (9, 0)), ('Odd, Name', (8, 6))]
+
+    def missing(*args, **kwargs):
+        raise FileNotFoundError('nvidia-smi')
+    monkeypatch.setattr(devices.subprocess, 'run', missing)
+    assert devices.visible_gpus() == []
+
+
+def import_d2lbert_in_subprocess(omp_num_threads):
+    """Import d2lbert in a fresh interpreter and report OMP_NUM_THREADS afterwards."""
+    env = {k: v for k, v in os.environ.items() if k != 'OMP_NUM_THREADS'}
+    if omp_num_threads is not None:
+        env['OMP_NUM_THREADS'] = omp_num_threads
+    env['PYTHONPATH'] = REPO_ROOT + os.pathsep + env.get('PYTHONPATH', '')
+    code = 'import os, d2lbert; print(os.environ["OMP_NUM_THREADS"])'
+    out = subprocess.run([sys.executable, '-W', 'ignore', '-c', code], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout.strip()
+
+
+def test_import_sets_omp_num_threads_to_available_cores():
+    """Unset, OMP_NUM_THREADS becomes the number of cores this process may use."""
+    assert import_d2lbert_in_subprocess(None) == str(len(os.sched_getaffinity(0)))
+
+
+def test_import_keeps_the_users_omp_num_threads():
+    """Set by the user, it is kept."""
+    assert import_d2lbert_in_subprocess('3') == '3'
+
+
+@pytest.mark.skipif(not hasattr(os, 'sched_getaffinity'), reason='Linux only')
+def test_default_num_threads_respects_cpu_affinity():
+    """In a container limited to some cores, the affinity mask counts, not the host's
+    total core count."""
+    assert d2lbert.threads.default_num_threads() == len(os.sched_getaffinity(0))
