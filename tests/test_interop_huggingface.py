@@ -4,7 +4,6 @@ Every model here is randomly initialized and saved to tmp_path: no download.
 """
 import json
 import os
-import shutil
 
 import numpy as onp
 import pytest
@@ -143,7 +142,8 @@ def test_export_loads_in_transformers_with_the_same_outputs(tmp_path, tie):
                                                                   output_loading_info=True)
     assert not info['missing_keys'] and not info['unexpected_keys']
     assert_same_outputs(net, model.eval(), len(vocab))
-    tokenizer = transformers.BertTokenizer(str(tmp_path / 'out' / 'vocab.txt'))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / 'out'))
+    assert tokenizer.do_lower_case
     assert [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id,
             tokenizer.sep_token_id, tokenizer.mask_token_id] == [0, 1, 2, 3, 4]
 
@@ -237,3 +237,17 @@ def test_export_refuses_a_net_of_another_config(tmp_path):
     wide = BERTConfig.original(len(vocab), size='book', ffn_num_hiddens=128, num_layers=1)
     with pytest.raises(ValueError, match=r'has shape \(256, 128\).*\(128, 128\)'):
         to_huggingface(net, wide, vocab, str(tmp_path))
+
+
+def test_get_bert_encoding_with_the_imported_tokenizer(hf_model, hf_dir):
+    from d2lbert.encoding import get_bert_encoding
+    net, tokenizer, _ = from_huggingface(hf_dir)
+    text_a, text_b = 'word1 Word22word7, word99', 'word3 ##p4 unknown'
+    encoded = get_bert_encoding(net, tokenizer, tokenizer.tokenize(text_a),
+                                tokenizer.tokenize(text_b))
+    inputs = transformers.BertTokenizer(os.path.join(hf_dir, 'vocab.txt'))(
+        text_a, text_b, return_tensors='pt')
+    with torch.no_grad():
+        expected = hf_model.bert(**inputs).last_hidden_state.numpy()
+    assert encoded.shape == expected.shape
+    assert abs(encoded.asnumpy() - expected).max() < TOLERANCE

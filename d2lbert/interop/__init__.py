@@ -3,7 +3,8 @@
     net, tokenizer, config = from_huggingface('bert-base-uncased/')
     to_huggingface(net, config, tokenizer, 'exported/')
 
-Needs `safetensors` (pip install safetensors); `transformers` is not needed.
+Model files need `safetensors` (pip install safetensors); `transformers` is not needed,
+and PyTorch only to read a pickled pytorch_model.bin.
 """
 from .convert import convert_from_hf, convert_to_hf, load_model_dir
 from .huggingface import from_huggingface, to_huggingface

@@ -17,7 +17,6 @@ import json
 import os
 
 import mxnet as mx
-import safetensors.numpy
 
 from ..model import BERTModel
 from .hf_config import check_exportable, config_from_hf, config_to_hf
@@ -47,6 +46,16 @@ def _write_json(values, path):
         f.write('\n')
 
 
+def _safetensors():
+    """The `safetensors.numpy` module (imported on first use: an optional dependency)."""
+    try:
+        import safetensors.numpy
+    except ImportError:
+        raise ImportError('reading and writing model.safetensors needs the safetensors '
+                          'package: pip install safetensors') from None
+    return safetensors.numpy
+
+
 def read_tokenizer(directory):
     """The `WordPieceVocab` of vocab.txt, lower-casing as tokenizer_config.json says."""
     settings_file = os.path.join(directory, 'tokenizer_config.json')
@@ -61,11 +70,10 @@ def write_tokenizer(vocab, directory):
     `Vocab` (whose `<pad> <unk> <cls> <sep> <mask>` become `[PAD] [UNK] [CLS] [SEP] [MASK]`;
     a d2lbert corpus is lower-cased)."""
     renamed = {f'<{kind}>': token for kind, token in SPECIAL_TOKENS.items()}
+    lowercase = getattr(vocab, 'lowercase', True)
     tokens = [renamed.get(token, token) for token in vocab.idx_to_token]
-    WordPieceVocab(tokens, getattr(vocab, 'lowercase', True)).save(
-        os.path.join(directory, 'vocab.txt'))
-    _write_json({'tokenizer_class': 'BertTokenizer',
-                 'do_lower_case': getattr(vocab, 'lowercase', True)},
+    WordPieceVocab(tokens, lowercase).save(os.path.join(directory, 'vocab.txt'))
+    _write_json({'tokenizer_class': 'BertTokenizer', 'do_lower_case': lowercase},
                 os.path.join(directory, 'tokenizer_config.json'))
 
 
@@ -78,7 +86,7 @@ def read_tensors(directory, allow_pickle=False):
     """
     safetensors_file = os.path.join(directory, 'model.safetensors')
     if os.path.isfile(safetensors_file):
-        return safetensors.numpy.load_file(safetensors_file), safetensors_file
+        return _safetensors().load_file(safetensors_file), safetensors_file
     pickle_file = os.path.join(directory, 'pytorch_model.bin')
     if not os.path.isfile(pickle_file):
         raise FileNotFoundError(f'{directory} has neither model.safetensors nor '
@@ -137,6 +145,6 @@ def to_huggingface(net, config, vocab, path):
     check_shapes(expected, {name: param.data() for name, param in params.items()}, 'net')
     os.makedirs(path, exist_ok=True)
     _write_json(config_to_hf(config, vocab.pad_id), os.path.join(path, 'config.json'))
-    safetensors.numpy.save_file(tensors_of(net), os.path.join(path, 'model.safetensors'),
+    _safetensors().save_file(tensors_of(net), os.path.join(path, 'model.safetensors'),
                                 metadata={'format': 'pt'})
     write_tokenizer(vocab, path)
