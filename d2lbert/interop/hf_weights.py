@@ -77,8 +77,7 @@ def canonical_names(tensors):
 
     `BertModel` checkpoints lack the 'bert.' prefix; old ones call the LayerNorm
     parameters gamma/beta; `cls.predictions.decoder.bias` is another name of
-    `cls.predictions.bias`; with a tied decoder, `cls.predictions.decoder.weight` is a
-    copy of the word embedding.
+    `cls.predictions.bias`.
     """
     has_prefix = any(name.startswith('bert.') for name in tensors)
     renamed = {}
