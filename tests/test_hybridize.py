@@ -84,15 +84,23 @@ def backward_of_pretraining_loss(net, batch):
 def test_every_parameter_gets_a_nonzero_gradient(arch, hybridize):
     """One backward pass of the MLM + NSP pretraining loss reaches every parameter
     (dropout 0): nothing is disconnected from the loss, including the tied decoder
-    weight and every Q/K/V projection."""
+    weight and every query/value projection.
+
+    The one exception is a fact of attention, not a bug: the key bias adds q . b_k to
+    *every* score of query q, and softmax ignores a constant shift, so its gradient is
+    mathematically 0 (here only rounding noise, ~1e-8). BERT checkpoints carry it anyway.
+    """
     net = make_model(arch)
     if hybridize:
         net.hybridize(static_alloc=True, static_shape=True)
     backward_of_pretraining_loss(net, make_batch(seed=12))
     for name, param in net.collect_params().items():
-        grad = param.grad().asnumpy()
+        grad = onp.abs(param.grad().asnumpy())
         assert onp.isfinite(grad).all(), name
-        assert onp.abs(grad).max() > 0, f'{name} has an all-zero gradient'
+        if name.endswith('key_bias'):
+            assert grad.max() < 1e-6, name
+        else:
+            assert grad.max() > 1e-4, f'{name} gets (almost) no gradient'
 
 
 def test_gradients_agree_between_imperative_and_hybridized():
