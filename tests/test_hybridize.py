@@ -52,6 +52,24 @@ def test_hybridized_equals_imperative(arch, with_mlm):
         assert expected[2] is None
 
 
+def test_hybridized_model_handles_changing_shapes():
+    """One hybridized model serves batches of different sizes and lengths (training,
+    then evaluation on other shapes), alternating with and without pred_positions, and
+    always gives the imperative outputs."""
+    net = make_model('original')
+    batches = [make_batch(seed=16, batch_size=4, seq_len=10),
+               make_batch(seed=17, batch_size=2, seq_len=7),
+               make_batch(seed=18, batch_size=1, seq_len=5, num_preds=2)]
+    expected = [to_numpy(*net(**batch)) for batch in batches]
+    net.hybridize(static_alloc=True, static_shape=True)
+    for _ in range(2):
+        for batch, outputs in zip(batches, expected):
+            assert_same(to_numpy(*net(**batch)), outputs)
+            without_mlm = to_numpy(*net(batch['tokens'], batch['segments'],
+                                        batch['valid_lens']))
+            assert_same(without_mlm, outputs[:2] + [None])
+
+
 # SymbolBlock.imports cannot infer the dtype of the integer inputs from the graph file
 # and says so; the outputs are checked below.
 @pytest.mark.filterwarnings('ignore:Cannot decide type')
