@@ -211,3 +211,19 @@ def test_benchmark_runs_on_a_slice_of_wikitext_2(tmp_path):
     result = bench_data_pipeline(str(path), max_len=64)
     assert result['d2lbert_examples'] >= result['d2l_examples'] > 0
     assert result['speedup'] > 2
+
+
+def test_a_worker_that_dies_is_a_clear_error_not_a_hang(monkeypatch):
+    monkeypatch.setattr(examples_module, 'build_chunk',
+                        lambda *args: os._exit(3))
+    with pytest.raises(RuntimeError, match='worker process .* died'):
+        load_data_wiki(8, 32, num_workers=2)
+
+
+def test_dataset_item_is_the_books_tuple():
+    path = os.path.join(bundled_corpus_directory(), 'wiki.test.tokens')
+    examples = build_pretraining_examples(path, max_len=40)
+    item = examples[-1]
+    assert len(item) == 7 and item[0].shape == (40,) and item[3].shape == (6,)
+    assert item[0][0] == 2 and item[0][int(item[2]) - 1] == 3
+    assert len(examples) == len(examples.lengths)

@@ -34,8 +34,8 @@ from .encoding import TokenizedCorpus
 from .masking import mask_tokens
 from .ragged import concat_ranges, offsets_from_lengths
 
-PAIRS_PER_CHUNK = 1 << 16
-FORMAT_VERSION = 1
+PAIRS_PER_CHUNK = 1 << 14
+FORMAT_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,18 +237,24 @@ def _map_chunks(corpus_directory, chunks, vocab, options, num_workers):
         for index, first in enumerate(chunks):
             yield _build_chunk_in_process(first, index, vocab, options)
         return
-    with concurrent.futures.ProcessPoolExecutor(
-            num_workers, initializer=_open_corpus,
-            initargs=(corpus_directory,)) as pool:
-        # Keep at most 2 chunks per worker in flight to bound memory.
-        pending = []
-        for index, first in enumerate(chunks):
-            pending.append(pool.submit(_build_chunk_in_process, first, index,
-                                       vocab, options))
-            if len(pending) >= 2 * num_workers:
-                yield pending.pop(0).result()
-        for future in pending:
-            yield future.result()
+    try:
+        with concurrent.futures.ProcessPoolExecutor(
+                num_workers, initializer=_open_corpus,
+                initargs=(corpus_directory,)) as pool:
+            # At most 2 chunks per worker in flight, to bound memory. An
+            # exception raised in a worker is re-raised here by result().
+            pending = []
+            for index, first in enumerate(chunks):
+                pending.append(pool.submit(_build_chunk_in_process, first,
+                                           index, vocab, options))
+                if len(pending) >= 2 * num_workers:
+                    yield pending.pop(0).result()
+            for future in pending:
+                yield future.result()
+    except concurrent.futures.process.BrokenProcessPool as error:
+        raise RuntimeError(
+            'a worker process building examples died (out of memory?); '
+            'retry with fewer num_workers, or num_workers=0') from error
 
 
 _worker_corpus = {}

@@ -16,9 +16,14 @@ with the same arguments only memory-maps the result.
 
 Memory stays bounded for any corpus size: the text is streamed, token ids
 are written to disk as they are produced and memory-mapped, and examples are
-built in chunks. Measured on a 500 MB WikiText-style corpus (105 M tokens)
-with max_len=128, the peak resident memory was about 0.9 GB, most of it the
-page cache of the memory-mapped arrays, which the OS can drop at will.
+built in chunks of ``examples.PAIRS_PER_CHUNK`` pairs. Measured on a 505 MB
+WikiText-format corpus (wiki.valid.tokens of WikiText-2 repeated 450 times:
+2.8 M examples, 156 M example tokens) with max_len=128 and num_workers=0, on
+2 busy CPU cores: building took about 2 minutes; the private (anonymous)
+memory peaked at 302 MB, 84 MB of which is Python + MXNet before the first
+line is read. The resident set reached 1.5 GB only because reading batches
+touches the memory-mapped example files (1.2 GB of file-backed pages, i.e.
+page cache that the kernel reclaims under memory pressure).
 """
 import dataclasses
 import os

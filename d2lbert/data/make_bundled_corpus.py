@@ -9,8 +9,8 @@ facts are drawn at random but tied together:
 * attributes are correlated (birds have feathers and fly, fish have scales
   and swim; a city's country fixes its language; a person's occupation fixes
   what they made), so a masked word can often be guessed from the others;
-* the entity's name comes back in several sentences, and places and people
-  are shared between articles (a painter is born in one of the cities);
+* every sentence names the entity it is about, and places and people are
+  shared between articles (a painter is born in one of the cities);
 * sentences follow the script in order, so a sentence taken from another
   paragraph is easy to tell from the true next one.
 
@@ -105,22 +105,23 @@ def animal(rng, world):
     intro = script(rng, [
         f'The {name} is a species of {kind} that lives in the {habitat} of '
         f'{country} .',
-        f'It has {covering} and {body} .',
+        f'The {name} has {covering} and {body} .',
         f'?The {name} {moves} slowly and feeds mainly on {diet} .',
-        f'?Adults grow to a length of {rng.randint(2, 60)} {unit} .',
-        f'The species was first described by {person} in '
+        f'?An adult {name} grows to {rng.randint(2, 60)} {unit} .',
+        f'The {name} was first described by {person} in '
         f'{rng.randint(1750, 1900)} .',
-        f'It is listed as {status} because '
+        f'The {name} is listed as {status} because '
         + STATUS[status].format(covering.split()[-1]) + ' .',
     ])
     young = YOUNG[kind].format(rng.randint(2, 9), rng.choice(NEST))
     behaviour = script(rng, [
         f'In {rng.choice(SEASONS)} , the {name} gathers in large groups in '
         f'the {habitat} .',
-        f'The female {young} .',
-        f'?The young stay with their mother for {rng.randint(2, 12)} weeks .',
-        f'Its main enemies are the {rng.choice(world.animals or [name])} and '
-        f'the hunters of {country} .',
+        f'The female {name} {young} .',
+        f'?The young of the {name} stay with their mother for '
+        f'{rng.randint(2, 12)} weeks .',
+        f'The enemies of the {name} are the '
+        f'{rng.choice(world.animals or [name])} and the hunters of {country} .',
         f'?In {world.language(country)} folklore , the {name} is a sign of '
         f'{rng.choice(["luck", "rain", "danger", "wisdom"])} .',
     ])
@@ -136,20 +137,21 @@ def city(rng, world):
     founded = rng.randint(900, 1500)
     intro = script(rng, [
         f'{name} is the {rng.choice(ORDINALS)} largest city of {country} .',
-        f'It lies on the {river} river , near the {landscape} of the '
+        f'{name} lies on the {river} river , near the {landscape} of the '
         f'{COUNTRIES[country][1]} .',
         f'?{name} was founded in {founded} by {world.language(country)} '
         f'settlers .',
-        f'Its economy is based on {first} and {second} .',
-        f'?Most of its people speak {world.language(country)} .',
-        f'The city is known for its old {landmark} .',
+        f'The economy of {name} is based on {first} and {second} .',
+        f'?Most people in {name} speak {world.language(country)} .',
+        f'The city of {name} is known for its old {landmark} .',
     ])
     history = script(rng, [
         f'In {founded + rng.randint(50, 300)} , {name} was captured by the '
         f'army of {rng.choice(world.countries)} .',
-        f'The {landmark} was destroyed by a {rng.choice(DISASTERS)} in '
-        f'{founded + rng.randint(310, 500)} .',
-        f'?It was rebuilt by the architect {rng.choice(world.people)} .',
+        f'The {landmark} of {name} was destroyed by a '
+        f'{rng.choice(DISASTERS)} in {founded + rng.randint(310, 500)} .',
+        f'?{name} was rebuilt by the architect '
+        f'{rng.choice(world.people)} .',
         f'Today {name} is a centre of {first} in {country} .',
     ])
     world.cities.append(name)
@@ -162,17 +164,17 @@ def river(rng, world):
     sea = rng.choice(SEAS)
     intro = script(rng, [
         f'The {name} is a river of {country} , {length} kilometres long .',
-        f'It rises in the {rng.choice(world.mountains or ["northern"])} '
-        f'mountains and flows into the {sea} .',
+        f'The {name} rises in the '
+        f'{rng.choice(world.mountains or ["northern"])} mountains and flows into the {sea} .',
         f'?The {name} passes through {rng.choice(world.cities or [country])} '
         f'and {rng.randint(2, 9)} smaller towns .',
-        f'Its water is used for {rng.choice(["farming", "drinking", "mills"])}'
-        f' and transport .',
+        f'The water of the {name} is used for '
+        f'{rng.choice(["farming", "drinking", "mills"])} and transport .',
     ])
     nature = script(rng, [
         f'The {name} is home to the {rng.choice(world.animals or ["salmon"])} '
         f'.',
-        f'?In {rng.choice(SEASONS)} the river often floods the valley .',
+        f'?In {rng.choice(SEASONS)} the {name} often floods the valley .',
         f'The first bridge over the {name} was built in '
         f'{rng.randint(1100, 1800)} .',
         f'?The {name} gave its name to the {world.language(country)} '
@@ -218,16 +220,18 @@ def mountain(rng, world):
     intro = script(rng, [
         f'Mount {name} is a mountain in the {COUNTRIES[country][1]} of '
         f'{country} .',
-        f'It is {height} metres high and made of {rock} .',
+        f'Mount {name} is {height} metres high and made of {rock} .',
         f'?The slopes of Mount {name} are covered with {rng.choice(NEST)} '
         f'and snow .',
-        f'The first climber to reach the top was {rng.choice(world.people)} '
+        f'The first climber to reach the top of Mount {name} was '
+        f'{rng.choice(world.people)} '
         f'in {rng.randint(1780, 1950)} .',
     ])
     geology = script(rng, [
         f'The {rock} of Mount {name} formed millions of years ago .',
-        f'?Mines on the mountain produced {rng.choice(["iron", "silver", "copper", "salt"])}'
-        f' for {rng.choice(world.cities or [country])} .',
+        f'?Mines on Mount {name} produced '
+        f'{rng.choice(["iron", "silver", "copper", "salt"])} for '
+        f'{rng.choice(world.cities or [country])} .',
         f'Today Mount {name} is a protected area of {country} .',
     ])
     world.mountains.append(name)
