@@ -14,8 +14,8 @@ facts are drawn at random but tied together:
 * sentences follow the script in order, so a sentence taken from another
   paragraph is easy to tell from the true next one.
 
-The vocabulary stays around a thousand words, so a small BERT learns both
-tasks in a minute on a CPU. The output is a pure function of the seed
+The vocabulary stays around 1,500 words, so a small BERT learns both
+tasks in a few hundred steps. The output is a pure function of the seed
 (``random.Random`` with an int seed is stable across Python versions).
 
 Run ``python -m d2lbert.data.make_bundled_corpus [output_directory]`` to
