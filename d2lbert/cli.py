@@ -87,11 +87,61 @@ def run_encode(args):
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
 
 
+def add_bench_parser(subparsers):
+    parser = subparsers.add_parser(
+        'bench', help='benchmark training speed against the d2l book and GluonNLP',
+        description='Training-step throughput of d2lbert, the d2l book\'s BERTModel and '
+                    'GluonNLP 0.10\'s BERTModel (same sizes, same inputs, each in its own '
+                    'process), model FLOP/s against the measured GEMM rate, end to end on '
+                    'real text and the data pipeline; every figure a ratio from the same run.')
+    parser.add_argument('--configs', default=None,
+                        help="comma-separated sizes: book, small (default: book,small)")
+    parser.add_argument('--steps', type=int, default=None,
+                        help='timed steps per implementation and size (default: 10)')
+    parser.add_argument('--threads', type=int, default=2,
+                        help='OMP_NUM_THREADS of every measurement (default: 2)')
+    parser.add_argument('--only', default='d2lbert,d2l,gluonnlp',
+                        help='comma-separated implementations (default: d2lbert,d2l,gluonnlp)')
+    parser.add_argument('--wikitext', default=None,
+                        help='a wiki.*.tokens file for the real-text benchmarks (default: '
+                             '../shared/data/wikitext-2/wiki.valid.tokens from the current '
+                             'folder or the repository; skipped if absent)')
+    parser.add_argument('--json', default=None, help='also write every number to this file')
+    parser.add_argument('--quick', action='store_true',
+                        help='tiny sizes, 2 steps: checks the harness, not the speed')
+    parser.set_defaults(run=run_bench)
+
+
+def run_bench(args):
+    import json
+    import shlex
+    from .bench import BenchOptions, find_wikitext, run_benchmarks
+    from .bench.report import format_report, markdown_snippet
+    chosen = dict(threads=args.threads, only=tuple(args.only.split(',')),
+                  wikitext=find_wikitext(args.wikitext))
+    if args.configs:
+        chosen['configs'] = tuple(args.configs.split(','))
+    if args.steps:
+        chosen['steps'] = args.steps
+    options = (BenchOptions.quick_options(**chosen) if args.quick
+               else BenchOptions(**chosen))
+    results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
+    results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
+        if sys.argv[1:2] == ['bench'] else 'd2lbert bench'
+    print(format_report(results))
+    print('\nFor the README:\n\n' + markdown_snippet(results))
+    if args.json:
+        with open(args.json, 'w', encoding='utf-8') as f:
+            json.dump(results, f, indent=2)
+        print(f'\nwrote {args.json}', file=sys.stderr)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='d2lbert', description=__doc__)
     subparsers = parser.add_subparsers(dest='command', required=True)
     add_pretrain_parser(subparsers)
     add_encode_parser(subparsers)
+    add_bench_parser(subparsers)
     args = parser.parse_args(argv)
     from .checkpoint import CheckpointError
     from .data import DownloadError

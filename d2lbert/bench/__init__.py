@@ -1,0 +1,137 @@
+"""`d2lbert bench`: how fast is d2lbert, against the d2l book and GluonNLP 0.10?
+
+Every figure is a ratio measured in the same run, on the same machine, with the same
+thread count (absolute times on a shared machine are noisy; ratios much less so):
+
+* training steps (`step_*.py`): d2lbert, the book's `d2l.BERTModel` and GluonNLP's
+  `BERTModel`, same sizes (`configs.py`), same random batch, sentence pairs per second;
+* model FLOP/s (`flops.py`) as a fraction of the fp32 GEMM rate MXNet reaches here
+  (`gemm.py`);
+* end to end on real text (`end_to_end.py`) and the data pipeline alone
+  (`d2lbert.data.benchmark`);
+* the table, the targets and a README snippet (`report.py`).
+
+Each measurement runs in its own process (`worker.py`) with OMP_NUM_THREADS set before
+MXNet is imported.
+"""
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from .configs import get_config
+from .flops import step_flops
+
+IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
+
+
+@dataclasses.dataclass
+class BenchOptions:
+    """What `d2lbert bench` runs (the CLI flags)."""
+    configs: tuple = ('book', 'small')
+    steps: int = 10
+    warmup: int = 3
+    threads: int = 2
+    only: tuple = IMPLEMENTATIONS
+    wikitext: str = None      # a wiki.*.tokens file; None: skip the real-text parts
+    e2e_steps: int = 20
+    e2e_batch_size: int = 512
+    e2e_max_len: int = 64
+    e2e_config: str = 'book'
+    quick: bool = False
+
+    @classmethod
+    def quick_options(cls, **overrides):
+        """Tiny sizes for the test suite: checks the harness, not the speed."""
+        values = dict(configs=('quick',), steps=2, warmup=1, e2e_steps=2,
+                      e2e_batch_size=16, e2e_max_len=32, e2e_config='quick', quick=True)
+        return cls(**{**values, **overrides})
+
+
+def run_worker(task, threads, log=print):
+    """Run one measurement in a fresh Python process; return its result dict."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS='ignore')
+    with tempfile.TemporaryDirectory() as tmp:
+        output = os.path.join(tmp, 'result.json')
+        command = [sys.executable, '-m', 'd2lbert.bench.worker', json.dumps(task), output]
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0 or not os.path.exists(output):
+            log(f'  failed: {task}\n{done.stderr[-3000:]}')
+            return {'error': done.stderr[-3000:] or f'exit code {done.returncode}'}
+        with open(output, encoding='utf-8') as f:
+            return json.load(f)
+
+
+def bench_steps(options, log=print):
+    """Training-step throughput of each implementation on each config."""
+    results = {}
+    for name in options.configs:
+        config = get_config(name)
+        results[name] = {'config': config.to_dict(), 'flops': step_flops(config)}
+        for impl in (i for i in IMPLEMENTATIONS if i in options.only):
+            log(f'steps: {name} / {impl} ...')
+            results[name][impl] = run_worker(
+                {'kind': 'step', 'impl': impl, 'config_name': name,
+                 'steps': options.steps, 'warmup': options.warmup}, options.threads, log)
+    return results
+
+
+def bench_end_to_end(options, log=print):
+    """Real text, data pipeline included: d2lbert and the book's pipeline + loop."""
+    results = {}
+    for impl in (i for i in ('d2lbert', 'd2l') if i in options.only):
+        log(f'end to end: {impl} ...')
+        results[impl] = run_worker(
+            {'kind': 'end_to_end', 'impl': impl, 'path': options.wikitext,
+             'config_name': options.e2e_config, 'steps': options.e2e_steps,
+             'batch_size': options.e2e_batch_size, 'max_len': options.e2e_max_len},
+            options.threads, log)
+    return results
+
+
+def run_benchmarks(options, log=print):
+    """Run every measurement `options` asks for; return all numbers as one dict."""
+    results = {'options': dataclasses.asdict(options), 'command': None, 'notes': []}
+    log('GEMM rate ...')
+    m, k, n = (512, 512, 512) if options.quick else (4096, 1024, 4096)
+    results['gemm'] = run_worker({'kind': 'gemm', 'm': m, 'k': k, 'n': n}, options.threads,
+                                 log)
+    results['steps'] = bench_steps(options, log)
+    if options.wikitext is None:
+        results['notes'].append('WikiText file not found: end-to-end and data pipeline '
+                                'benchmarks skipped (pass --wikitext PATH)')
+        results['end_to_end'] = results['data_pipeline'] = None
+        return results
+    results['end_to_end'] = bench_end_to_end(options, log)
+    if {'d2lbert', 'd2l'} <= set(options.only):
+        log('data pipeline ...')
+        results['data_pipeline'] = run_worker(
+            {'kind': 'data', 'path': options.wikitext, 'max_len': options.e2e_max_len},
+            options.threads, log)
+    else:
+        results['data_pipeline'] = None
+    return results
+
+
+DEFAULT_WIKITEXT = os.path.join('..', 'shared', 'data', 'wikitext-2', 'wiki.valid.tokens')
+
+
+def find_wikitext(path=None):
+    """The WikiText file to benchmark on, or None if there is none.
+
+    An explicit `path` must exist. The default, `DEFAULT_WIKITEXT`, is looked up
+    relative to the current directory, then to the repository (the folder holding the
+    `d2lbert` package).
+    """
+    if path is not None:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f'--wikitext {path!r} is not a file')
+        return path
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for base in (os.getcwd(), repo):
+        candidate = os.path.normpath(os.path.join(base, DEFAULT_WIKITEXT))
+        if os.path.isfile(candidate):
+            return candidate
+    return None

@@ -1,0 +1,182 @@
+"""Turn the benchmark's numbers into ratios, pass/fail targets, a table and a README
+snippet."""
+import platform
+
+# (description, where to find the measured ratio, the ratio to reach)
+TARGETS = [
+    ('book: pairs/s vs d2l', ('ratio', 'book', 'd2l'), 3.0),
+    ('book: pairs/s vs GluonNLP', ('ratio', 'book', 'gluonnlp'), 2.5),
+    ('small: pairs/s vs d2l', ('ratio', 'small', 'd2l'), 2.0),
+    ('small: pairs/s vs GluonNLP', ('ratio', 'small', 'gluonnlp'), 1.7),
+    ('small: model FLOP/s / GEMM FLOP/s', ('gemm_fraction', 'small'), 0.6),
+    ('end to end: real tokens/s vs book', ('end_to_end',), 4.0),
+    ('data pipeline: speed vs d2l', ('data_pipeline',), 10.0),
+]
+
+
+def _ok(result):
+    return isinstance(result, dict) and 'error' not in result
+
+
+def step_ratio(results, config, impl):
+    """d2lbert's pairs/s divided by `impl`'s, on `config` (None if either is missing)."""
+    runs = (results.get('steps') or {}).get(config, {})
+    ours, theirs = runs.get('d2lbert'), runs.get(impl)
+    if not (_ok(ours) and _ok(theirs)):
+        return None
+    return ours['pairs_per_s'] / theirs['pairs_per_s']
+
+
+def model_flops_per_s(results, config, impl='d2lbert'):
+    runs = (results.get('steps') or {}).get(config, {})
+    if not _ok(runs.get(impl)):
+        return None
+    return runs['flops']['total'] / runs[impl]['step_seconds']
+
+
+def gemm_fraction(results, config):
+    """d2lbert's model FLOP/s as a fraction of the measured GEMM FLOP/s."""
+    rate = model_flops_per_s(results, config)
+    if rate is None or not _ok(results.get('gemm')):
+        return None
+    return rate / results['gemm']['flops_per_s']
+
+
+def end_to_end_ratio(results):
+    runs = results.get('end_to_end') or {}
+    if not (_ok(runs.get('d2lbert')) and _ok(runs.get('d2l'))):
+        return None
+    return runs['d2lbert']['tokens_per_s'] / runs['d2l']['tokens_per_s']
+
+
+def data_pipeline_ratio(results):
+    data = results.get('data_pipeline')
+    return data['speedup'] if _ok(data) else None
+
+
+def measured(results, where):
+    kind, *args = where
+    return {'ratio': step_ratio, 'gemm_fraction': gemm_fraction,
+            'end_to_end': end_to_end_ratio, 'data_pipeline': data_pipeline_ratio}[kind](
+                results, *args)
+
+
+def evaluate_targets(results):
+    """[{'target', 'value', 'required', 'passed'}]; value None: not measured."""
+    rows = []
+    for text, where, required in TARGETS:
+        value = measured(results, where)
+        rows.append({'target': text, 'value': value, 'required': required,
+                     'passed': None if value is None else value >= required})
+    return rows
+
+
+def _table(header, rows):
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    line = lambda cells: '  '.join(str(c).rjust(w) if i else str(c).ljust(w)
+                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    return '\n'.join([line(header), line(['-' * w for w in widths])] + [line(r) for r in rows])
+
+
+def _x(value, digits=2):
+    return '-' if value is None else f'{value:.{digits}f}x'
+
+
+def step_rows(results):
+    rows = []
+    for name, runs in (results.get('steps') or {}).items():
+        for impl in ('d2lbert', 'd2l', 'gluonnlp'):
+            run = runs.get(impl)
+            if run is None:
+                continue
+            if not _ok(run):
+                rows.append([name, impl, 'error', '', '', '', ''])
+                continue
+            ratio = 1.0 if impl == 'd2lbert' else step_ratio(results, name, impl)
+            rate = model_flops_per_s(results, name, impl)
+            gemm = results.get('gemm') or {}
+            share = f"{rate / gemm['flops_per_s']:.0%}" if _ok(gemm) else '-'
+            rows.append([name, impl, f"{run['pairs_per_s']:.1f}",
+                         f"{run['step_seconds'] * 1000:.0f}", _x(ratio),
+                         f'{rate / 1e9:.1f} ({share})', f"{run['peak_rss_mb']:.0f}"])
+    return rows
+
+
+def end_to_end_rows(results):
+    rows = []
+    for impl, run in (results.get('end_to_end') or {}).items():
+        if not _ok(run):
+            rows.append([impl, 'error', '', '', '', ''])
+            continue
+        rows.append([{'d2lbert': 'd2lbert', 'd2l': 'd2l book'}[impl],
+                     f"{run['tokens_per_s']:.0f}", f"{run['train_tokens_per_s']:.0f}",
+                     f"{run['build_seconds']:.2f}", f"{run['train_seconds']:.1f}",
+                     f"{run['peak_rss_mb']:.0f}"])
+    return rows
+
+
+def target_rows(results):
+    mark = {True: 'PASS', False: 'FAIL', None: 'n/a'}
+    return [[row['target'],
+             '-' if row['value'] is None else (
+                 f"{row['value']:.0%}" if row['required'] < 1 else _x(row['value'])),
+             f"{row['required']:.0%}" if row['required'] < 1 else f"{row['required']:g}x",
+             mark[row['passed']]] for row in evaluate_targets(results)]
+
+
+def format_report(results):
+    """The human-readable report: GEMM rate, step table, end to end, data, targets."""
+    parts = [f"d2lbert bench, {results['options']['threads']} thread(s); every ratio is "
+             "d2lbert / other, measured in this run."]
+    gemm = results.get('gemm')
+    if _ok(gemm):
+        parts.append(f"fp32 GEMM rate (npx.fully_connected {'x'.join(map(str, gemm['shape']))}"
+                     f", best of 5): {gemm['flops_per_s'] / 1e9:.1f} GFLOP/s")
+    parts.append('\nTraining step (forward + MLM/NSP losses + backward + Adam):\n' + _table(
+        ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
+         'model GFLOP/s (of GEMM)', 'peak RSS MB'], step_rows(results)))
+    if results.get('end_to_end'):
+        parts.append('\nEnd to end on real text (data pipeline built from scratch + '
+                     f"{results['options']['e2e_steps']} steps):\n" + _table(
+                         ['pipeline', 'tokens/s (total)', 'tokens/s (training)',
+                          'build s', 'train s', 'peak RSS MB'], end_to_end_rows(results)))
+    data = results.get('data_pipeline')
+    if _ok(data):
+        parts.append(f"\nData pipeline ({data['path']}, max_len {data['max_len']}): d2l "
+                     f"{data['d2l_seconds']:.2f} s, d2lbert {data['d2lbert_seconds']:.2f} s "
+                     f"({data['speedup']:.1f}x); peak RSS growth d2l "
+                     f"{data['d2l_peak_mb']:.0f} MB, d2lbert {data['d2lbert_peak_mb']:.0f} MB")
+    parts.append('\nTargets:\n' + _table(['target', 'measured', 'required', ''],
+                                         target_rows(results)))
+    parts += [f'note: {note}' for note in results.get('notes', [])]
+    return '\n'.join(parts)
+
+
+def _markdown_table(header, rows):
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    return '\n'.join(lines + ['| ' + ' | '.join(map(str, row)) + ' |' for row in rows])
+
+
+def markdown_snippet(results):
+    """A Markdown section for the README's performance section."""
+    options = results['options']
+    gemm = results.get('gemm')
+    machine = (f"{platform.machine()} Linux, {options['threads']} OpenMP thread(s), "
+               f"MXNet 1.9.1 CPU")
+    lines = ['### Performance', '',
+             f"Measured with `{results.get('command') or 'd2lbert bench'}` ({machine}); "
+             'ratios are d2lbert / other in the same run, so they hold better than the '
+             'absolute numbers on a shared machine.', '']
+    if _ok(gemm):
+        lines += [f"fp32 GEMM rate reached by MXNet here: {gemm['flops_per_s'] / 1e9:.1f} "
+                  'GFLOP/s.', '']
+    lines += [_markdown_table(['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
+                               'model GFLOP/s (of GEMM)', 'peak RSS MB'],
+                              step_rows(results)), '']
+    if results.get('end_to_end'):
+        lines += [_markdown_table(['end to end', 'tokens/s (total)', 'tokens/s (training)',
+                                   'build s', 'train s', 'peak RSS MB'],
+                                  end_to_end_rows(results)), '']
+    lines += [_markdown_table(['target', 'measured', 'required', ''],
+                              target_rows(results))]
+    return '\n'.join(lines)

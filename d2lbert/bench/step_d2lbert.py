@@ -1,0 +1,48 @@
+"""One pretraining step of d2lbert, exactly as its trainer (`d2lbert pretrain`) runs it.
+
+`forward_backward` calls the public `BERTModel.pretraining_loss` (forward, masked-LM and
+next-sentence losses) under `autograd.record()` and runs the backward pass, adding into
+the gradients (grad_req='add'); `optimizer_step` applies Adam and zeroes them. The
+model is hybridized with static memory and shapes, as the trainer does.
+"""
+
+
+def d2lbert_model(config, max_len):
+    """A d2lbert `BERTModel` (the book's architecture) of the benchmark's size."""
+    from ..config import BERTConfig
+    from ..model import BERTModel
+    return BERTModel.from_config(BERTConfig.d2l(
+        config.vocab_size, 'book', num_hiddens=config.num_hiddens,
+        ffn_num_hiddens=config.ffn_num_hiddens, num_heads=config.num_heads,
+        num_layers=config.num_layers, dropout=config.dropout,
+        attention_dropout=config.dropout, max_len=max_len))
+
+
+def prepare_for_training(net, ctx, lr=1e-4):
+    """Initialize, hybridize and make the trainer, like `d2lbert.pretrain`."""
+    from mxnet import init
+    from ..optimization import make_trainer
+    net.initialize(init.Normal(0.02), ctx=ctx)
+    net.collect_params().setattr('grad_req', 'add')
+    trainer = make_trainer(net, 'adam', lr)
+    net.hybridize(static_alloc=True, static_shape=True)
+    return trainer
+
+
+def train_step(net, trainer, batch, ctx):
+    """forward + both losses + backward + Adam update, on one host batch."""
+    from ..training import forward_backward, optimizer_step
+    forward_backward(net, [batch], [ctx])
+    optimizer_step(net, trainer, clip=None)
+
+
+def build_step(config, arrays):
+    """A zero-argument function running one training step on `arrays` (the dict of
+    `configs.random_batch`)."""
+    import mxnet as mx
+    from ..data import PretrainingBatch
+    ctx = mx.cpu()
+    net = d2lbert_model(config, max_len=config.seq_len)
+    trainer = prepare_for_training(net, ctx)
+    batch = PretrainingBatch(**arrays)
+    return lambda: train_step(net, trainer, batch, ctx)

@@ -1,0 +1,72 @@
+"""Runs one benchmark measurement in a fresh process (`python -m d2lbert.bench.worker`).
+
+Every implementation gets its own process: MXNet's global state (NumPy mode on for
+d2lbert and d2l, off for GluonNLP) cannot clash, one run's memory cannot slow down the
+next, and the process's peak resident memory is that implementation's alone. The
+parent (`run_benchmarks`) sets OMP_NUM_THREADS in the child's environment, before
+MXNet is imported there.
+
+Usage: python -m d2lbert.bench.worker TASK_JSON OUTPUT_JSON_FILE
+"""
+import json
+import os
+import sys
+import warnings
+
+from .configs import get_config, random_batch
+from .timing import peak_rss_mb, time_steps
+
+STEP_MODULES = {'d2lbert': 'step_d2lbert', 'd2l': 'step_d2l', 'gluonnlp': 'step_gluonnlp'}
+
+
+def run_step_task(impl, config_name, steps, warmup, seed=0):
+    """Time `steps` training steps of implementation `impl` on the config's random batch."""
+    import importlib
+    import mxnet as mx
+    config = get_config(config_name)
+    module = importlib.import_module(f'.{STEP_MODULES[impl]}', __package__)
+    step = module.build_step(config, random_batch(config, seed))
+    seconds = time_steps(step, steps, warmup, mx.nd.waitall)
+    pairs = config.batch_size * steps
+    real_tokens = int(random_batch(config, seed)['valid_lens'].sum()) * steps
+    return {'impl': impl, 'config': config_name, 'steps': steps, 'warmup': warmup,
+            'seconds': seconds, 'step_seconds': seconds / steps,
+            'pairs_per_s': pairs / seconds, 'real_tokens_per_s': real_tokens / seconds}
+
+
+def run_gemm_task(m, k, n):
+    from .gemm import gemm_rate
+    return gemm_rate(m, k, n)
+
+
+def run_end_to_end_task(impl, path, config_name, steps, batch_size, max_len):
+    from .end_to_end import book_end_to_end, d2lbert_end_to_end
+    function = {'d2lbert': d2lbert_end_to_end, 'd2l': book_end_to_end}[impl]
+    result = function(path, get_config(config_name), steps, batch_size, max_len)
+    return dict(result, impl=impl, config=config_name, batch_size=batch_size,
+                max_len=max_len)
+
+
+def run_data_task(path, max_len):
+    from ..data.benchmark import bench_data_pipeline
+    return bench_data_pipeline(path, max_len=max_len)
+
+
+TASKS = {'step': run_step_task, 'gemm': run_gemm_task, 'end_to_end': run_end_to_end_task,
+         'data': run_data_task}
+
+
+def main(task_json, output_file):
+    task = json.loads(task_json)
+    kind = task.pop('kind')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        result = TASKS[kind](**task)
+    result = dict(result, peak_rss_mb=peak_rss_mb(),
+                  omp_num_threads=os.environ.get('OMP_NUM_THREADS'))
+    with open(output_file, 'w', encoding='utf-8') as f:
+        json.dump(result, f)
+
+
+if __name__ == '__main__':
+    main(*sys.argv[1:])
