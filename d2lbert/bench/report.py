@@ -1,5 +1,6 @@
 """Turn the benchmark's numbers into ratios, pass/fail targets, a table and a README
 snippet."""
+import os
 import platform
 
 # (description, where to find the measured ratio, the ratio to reach)
@@ -177,6 +178,11 @@ def markdown_snippet(results):
         lines += [_markdown_table(['end to end', 'tokens/s (total)', 'tokens/s (training)',
                                    'build s', 'train s', 'peak RSS MB'],
                                   end_to_end_rows(results)), '']
+    data = results.get('data_pipeline')
+    if _ok(data):
+        lines += [f"Data pipeline alone ({os.path.basename(data['path'])}, max_len "
+                  f"{data['max_len']}): d2l {data['d2l_seconds']:.2f} s, d2lbert "
+                  f"{data['d2lbert_seconds']:.2f} s ({data['speedup']:.1f}x).", '']
     lines += [_markdown_table(['target', 'measured', 'required', ''],
                               target_rows(results))]
     return '\n'.join(lines)
