@@ -47,7 +47,10 @@ setup(
         'matplotlib',
     ],
     extras_require={
-        'test': ['pytest'],
+        'hf': ['safetensors'],  # Hugging Face checkpoints (d2lbert.interop)
+        # torch==2.13.0: the CPU wheel; transformers is the reference the tests compare to
+        'test': ['pytest', 'safetensors', 'transformers', 'torch==2.13.0', 'jupytext',
+                 'nbformat', 'nbclient', 'ipykernel'],
     },
     entry_points={'console_scripts': ['d2lbert=d2lbert.cli:main']},
     license='Apache-2.0',

@@ -1,4 +1,4 @@
-"""The `d2lbert` command: pretrain, encode, bench."""
+"""The `d2lbert` command: pretrain, encode, convert, bench."""
 import argparse
 import dataclasses
 import sys
@@ -87,6 +87,36 @@ def run_encode(args):
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
 
 
+def add_convert_parser(subparsers):
+    parser = subparsers.add_parser(
+        'convert', help='Hugging Face BERT <-> d2lbert model folders',
+        description='Convert a Hugging Face BERT folder (config.json, model.safetensors, '
+                    'vocab.txt) to a d2lbert model folder, or a d2lbert model / pretraining '
+                    'output folder to Hugging Face format.')
+    direction = parser.add_mutually_exclusive_group(required=True)
+    direction.add_argument('--from-hf', metavar='DIR', help='a Hugging Face BERT folder')
+    direction.add_argument('--to-hf', metavar='DIR',
+                           help='a d2lbert model folder or pretraining output folder')
+    parser.add_argument('--out', required=True, help='the folder to write')
+    parser.add_argument('--allow-pickle', action='store_true',
+                        help='read pytorch_model.bin (unpickling can run code: only for '
+                             'files you trust)')
+    parser.set_defaults(run=run_convert)
+
+
+def run_convert(args):
+    from .interop import convert_from_hf, convert_to_hf
+    if args.from_hf:
+        missing = convert_from_hf(args.from_hf, args.out, args.allow_pickle)
+        note = f' (missing heads, left randomly initialized: {", ".join(missing)})' \
+            if missing else ''
+        print(f'wrote d2lbert model folder {args.out}{note}')
+    else:
+        convert_to_hf(args.to_hf, args.out)
+        print(f'wrote Hugging Face BERT folder {args.out} '
+              '(transformers.BertForPreTraining.from_pretrained loads it)')
+
+
 def add_bench_parser(subparsers):
     parser = subparsers.add_parser(
         'bench', help='benchmark training speed against the d2l book and GluonNLP',
@@ -141,6 +171,7 @@ def main(argv=None):
     subparsers = parser.add_subparsers(dest='command', required=True)
     add_pretrain_parser(subparsers)
     add_encode_parser(subparsers)
+    add_convert_parser(subparsers)
     add_bench_parser(subparsers)
     args = parser.parse_args(argv)
     from .checkpoint import CheckpointError

@@ -9,14 +9,21 @@ from .model import BERTModel
 
 
 def load_pretrained(path, ctx=None):
-    """Load a pretrained model from a run's output folder (its newest checkpoint) or a
-    checkpoint folder. Returns (net, vocab); net is hybridized, on ctx (default CPU)."""
+    """Load a pretrained model from a run's output folder (its newest checkpoint), a
+    checkpoint folder, or a model folder written by `d2lbert convert --from-hf`.
+    Returns (net, vocab); net is hybridized, on ctx (default CPU)."""
     if not os.path.isdir(path):
         raise FileNotFoundError(f'no pretrained model folder at {path!r}')
-    checkpoint = ckpt.find_checkpoint(path)
-    config, vocab, _ = ckpt.read_checkpoint_meta(checkpoint)
-    net = BERTModel.from_config(config)
-    net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctx or mx.cpu())
+    if os.path.isfile(os.path.join(path, 'model.params')) and not os.path.isfile(
+            os.path.join(path, 'manifest.json')):
+        from .interop import load_model_dir
+        net, vocab, _ = load_model_dir(path)
+        net.collect_params().reset_ctx(ctx or mx.cpu())
+    else:
+        checkpoint = ckpt.find_checkpoint(path)
+        config, vocab, _ = ckpt.read_checkpoint_meta(checkpoint)
+        net = BERTModel.from_config(config)
+        net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctx or mx.cpu())
     net.hybridize(static_alloc=True)
     return net, vocab
 

@@ -7,7 +7,7 @@ import os
 import time
 
 import mxnet as mx
-from mxnet import init
+from mxnet import init, np
 
 from . import checkpoint as ckpt
 from .config import BERTConfig
@@ -176,6 +176,9 @@ def pretrain(options):
     if options.resume:
         checkpoint = ckpt.find_checkpoint(out)
         state = check_resume_matches(checkpoint, config, vocab)
+        if state.get('seed') != options.seed:
+            raise PretrainError(f'--resume: --seed {options.seed} differs from the seed '
+                                f'{state.get("seed")} of {checkpoint}')
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
         trainer.load_states(os.path.join(checkpoint, 'trainer.states'))
         log.truncate(state['step'])
@@ -227,12 +230,22 @@ def _train_loop(options, net, trainer, ctxs, stream, valid_iter, log, config, vo
             progress.write(_format_eval(last_eval))
             tic = time.time()
         if step % options.save_every == 0 or last:
+            _check_parameters_finite(net, step, out)
             ckpt.save_checkpoint(out, step, net, trainer, config, vocab,
                                  {**stream.position(), 'seed': options.seed}, options.keep)
             tic = time.time()
     progress.close()
     log.plot()
     return {'out': out, 'steps': options.steps, 'eval': last_eval}
+
+
+def _check_parameters_finite(net, step, out):
+    """Never checkpoint parameters that an update has turned into NaN or inf."""
+    total = sum(float(np.abs(p.data()).sum()) for p in net.collect_params().values())
+    if not math.isfinite(total):
+        raise TrainingDiverged(f'parameters became NaN/inf at step {step}: stopped without '
+                               f'saving. The last good checkpoint is kept in {out}; try a '
+                               'lower --lr or --clip')
 
 
 def _format_eval(record):

@@ -9,6 +9,7 @@ A d2lbert model directory holds
 """
 import os
 
+from ..checkpoint import find_checkpoint
 from ..config import BERTConfig
 from ..data.vocab import Vocab
 from ..model import BERTModel
@@ -38,6 +39,9 @@ def load_model_dir(model_dir):
 
 
 def convert_to_hf(model_dir, out_dir):
-    """d2lbert model directory -> Hugging Face BERT directory."""
+    """d2lbert model directory (or a pretraining run's output folder, whose newest
+    checkpoint is used) -> Hugging Face BERT directory."""
+    if not os.path.isfile(os.path.join(model_dir, 'model.params')):
+        model_dir = find_checkpoint(model_dir)
     net, vocab, config = load_model_dir(model_dir)
     to_huggingface(net, config, vocab, out_dir)
