@@ -1,0 +1,131 @@
+"""The book chapters in chapter_bert/: no drift from the package, they run, they convert
+to notebooks.
+
+* Every ```{.python .input}``` cell whose first line is `#@save` must be byte-identical
+  (minus that line) to `inspect.getsource` of the d2lbert objects it defines.
+* Every chapter runs top to bottom as a script in quick mode (D2LBERT_QUICK=1), on the
+  CPU, offline, in a subprocess with a temp working dir and D2LBERT_HOME.
+* `NOTEBOOK_COMMAND` (the documented conversion) yields notebooks whose code cells are
+  the chapter's cells.
+"""
+import ast
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHAPTER_DIR = os.path.join(ROOT, 'chapter_bert')
+CHAPTERS = ['bert.md', 'bert-dataset.md', 'bert-pretraining.md']
+CELL = re.compile(r'^```\{\.python \.input\}\n(.*?)^```$', re.S | re.M)
+# The command the README documents (run from the repository root).
+NOTEBOOK_COMMAND = (
+    'for f in chapter_bert/*.md; do '
+    "sed 's/^```{\\.python \\.input}$/```python/' \"$f\" | "
+    'jupytext --from md --to ipynb --set-kernel python3 -o "${f%.md}.ipynb" -; done')
+
+
+def code_cells(name):
+    with open(os.path.join(CHAPTER_DIR, name), encoding='utf-8') as f:
+        return [cell.rstrip('\n') for cell in CELL.findall(f.read())]
+
+
+def saved_cells():
+    for name in CHAPTERS:
+        for cell in code_cells(name):
+            if cell.split('\n', 1)[0].strip() == '#@save':
+                yield name, cell.split('\n', 1)[1]
+
+
+def package_objects():
+    """{name: [objects]} of the top-level functions and classes of d2lbert's modules."""
+    import d2lbert
+    found = {}
+    for info in pkgutil.walk_packages(d2lbert.__path__, 'd2lbert.'):
+        if '.bench' in info.name or info.name.endswith('__main__'):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001  (optional dependencies)
+            continue
+        for obj_name, obj in vars(module).items():
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) \
+                    and obj.__module__ == module.__name__:
+                found.setdefault(obj_name, []).append(obj)
+    return found
+
+
+def test_chapters_have_code_and_saved_cells():
+    assert os.path.isfile(os.path.join(CHAPTER_DIR, 'index.md'))
+    for name in CHAPTERS:
+        assert code_cells(name), name
+    assert len(list(saved_cells())) >= 10
+
+
+@pytest.mark.parametrize('chapter, code', list(saved_cells()),
+                         ids=lambda v: v if v in CHAPTERS else None)
+def test_saved_cell_matches_package_source(chapter, code):
+    tree = ast.parse(code)
+    defined = [node.name for node in tree.body
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert defined, f'{chapter}: #@save cell defines no function or class:\n{code[:200]}'
+    objects = package_objects()
+    sources = []
+    for obj_name in defined:
+        candidates = objects.get(obj_name)
+        assert candidates, f'{chapter}: d2lbert has no function or class {obj_name!r}'
+        texts = {inspect.getsource(obj).rstrip('\n') for obj in candidates}
+        assert len(texts) == 1, f'{obj_name!r} is ambiguous in d2lbert'
+        sources.append(texts.pop())
+    expected = '\n\n\n'.join(sources)
+    assert code == expected, (
+        f'{chapter}: the #@save cell defining {defined} differs from the package source; '
+        'copy the source into the chapter (or fix the package)')
+
+
+def chapter_script(name):
+    return '\n\n'.join(code_cells(name)) + '\n'
+
+
+@pytest.mark.parametrize('name', CHAPTERS)
+def test_chapter_runs_in_quick_mode(name, tmp_path):
+    script = tmp_path / (name[:-3].replace('-', '_') + '.py')
+    script.write_text(chapter_script(name), encoding='utf-8')
+    env = dict(os.environ, D2LBERT_QUICK='1', MPLBACKEND='Agg', OMP_NUM_THREADS='2',
+               D2LBERT_HOME=str(tmp_path / 'home'), CUDA_VISIBLE_DEVICES='')
+    work = tmp_path / 'work'
+    work.mkdir()
+    result = subprocess.run([sys.executable, str(script)], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, (
+        f'{name} failed in quick mode:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}')
+
+
+@pytest.mark.skipif(shutil.which('jupytext') is None, reason='jupytext not installed')
+def test_notebook_conversion_keeps_the_code_cells(tmp_path):
+    nbformat = pytest.importorskip('nbformat')
+    copy = tmp_path / 'chapter_bert'
+    shutil.copytree(CHAPTER_DIR, copy)
+    result = subprocess.run(['bash', '-c', NOTEBOOK_COMMAND], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for name in CHAPTERS:
+        notebook = nbformat.read(str(copy / name.replace('.md', '.ipynb')), as_version=4)
+        nbformat.validate(notebook)
+        assert notebook.metadata.kernelspec.language == 'python'
+        cells = [cell.source for cell in notebook.cells if cell.cell_type == 'code']
+        assert cells == code_cells(name), name
+        markdown = ''.join(cell.source for cell in notebook.cells
+                           if cell.cell_type == 'markdown')
+        assert '```{.python .input}' not in markdown and '```python' not in markdown
+
+
+def test_index_documents_the_notebook_command():
+    with open(os.path.join(CHAPTER_DIR, 'index.md'), encoding='utf-8') as f:
+        assert NOTEBOOK_COMMAND in f.read()
