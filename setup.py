@@ -45,6 +45,7 @@ setup(
         'd2l==1.0.3',
         'tqdm',
         'matplotlib',
+        'ipython<9',  # d2l 1.0.3's plotting imports IPython's backend2gui, gone in 9
     ],
     extras_require={
         'hf': ['safetensors'],  # Hugging Face checkpoints (d2lbert.interop)

@@ -36,7 +36,7 @@ class PretrainOptions:
     batch_size: int = 64
     max_len: int = 64
     steps: int = 600
-    lr: float = 2e-3
+    lr: float = 1e-3
     warmup: int = 60
     weight_decay: float = 0.01
     clip: float = 1.0
@@ -165,6 +165,7 @@ def pretrain(options):
         from mxnet.contrib import amp
         amp.init()
     net = BERTModel.from_config(config)
+    mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
     net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
     trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
