@@ -84,3 +84,19 @@ def check_pred_positions(pred_positions, batch_size, seq_len):
                          f'got {tuple(pred_positions.shape)}')
     if value_checks_enabled():
         _range('pred_positions', pred_positions, 0, seq_len - 1, 'position')
+
+
+def check_pretraining_targets(pred_positions, mlm_weights, mlm_labels, nsp_labels,
+                              batch_size, seq_len, vocab_size):
+    """Shapes of the masked-LM and next-sentence targets; values of positions and labels."""
+    check_pred_positions(pred_positions, batch_size, seq_len)
+    for name, array in (('mlm_weights', mlm_weights), ('mlm_labels', mlm_labels)):
+        if _shape(name, array, 2) != tuple(pred_positions.shape):
+            raise ValueError(f'{name} shape {tuple(array.shape)} must equal pred_positions '
+                             f'shape {tuple(pred_positions.shape)}')
+    if _shape('nsp_labels', nsp_labels, 1) != (batch_size,):
+        raise ValueError(f'nsp_labels must have shape ({batch_size},), '
+                         f'got {tuple(nsp_labels.shape)}')
+    if value_checks_enabled():
+        _range('mlm_labels', mlm_labels, 0, vocab_size - 1, 'token id')
+        _range('nsp_labels', nsp_labels, 0, 1, 'next-sentence label')

@@ -1,11 +1,12 @@
 """`BERTModel`: the encoder and both pretraining heads, composed."""
-from mxnet import npx
+from mxnet import autograd
 from mxnet.gluon import nn
 
 from . import checks
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier
+from .objective import ObjectiveCache, PretrainingObjective
 
 
 class BERTModel(nn.HybridBlock):
@@ -36,6 +37,8 @@ class BERTModel(nn.HybridBlock):
                                      layer_norm_eps=options.get('layer_norm_eps', 1e-5),
                                      tied_weight=tied_weight)
             self.nsp = NextSentenceClassifier(num_hiddens)
+        self._objectives = ObjectiveCache()
+        self._hybridize_args = (False, {})
 
     @classmethod
     def from_config(cls, config):
@@ -65,6 +68,13 @@ class BERTModel(nn.HybridBlock):
         encoded = self.encoder(tokens, segments, valid_lens)
         return encoded, self.nsp(encoded), self.mlm(encoded, pred_positions)
 
+    def hybridize(self, active=True, **kwargs):
+        """Hybridize the model and its pretraining objectives alike."""
+        super().hybridize(active, **kwargs)
+        self._hybridize_args = (active, kwargs)
+        for objective in self._objectives.blocks.values():
+            objective.hybridize(active, **kwargs)
+
     def pretraining_loss(self, tokens, segments, valid_lens, pred_positions, mlm_weights,
                          mlm_labels, nsp_labels, with_accuracy=False):
         """The two pretraining losses of one batch, as scalars.
@@ -75,16 +85,25 @@ class BERTModel(nn.HybridBlock):
         returns: (mlm_loss, nsp_loss): the cross-entropy averaged over the real
         prediction slots, and over the sentence pairs; with_accuracy=True appends
         (mlm_accuracy, nsp_accuracy), averaged the same way.
+
+        The losses are computed by a `PretrainingObjective`, one graph with the
+        model; under `autograd.record()` it computes the masked-LM gradient in the
+        forward pass (`mlm_loss.py`), which is 2-3x faster on a CPU.
         """
-        _, nsp_logits, mlm_logits = self(tokens, segments, valid_lens, pred_positions)
-        mlm_labels, nsp_labels = mlm_labels.astype('int32'), nsp_labels.astype('int32')
-        num_slots = mlm_weights.sum() + 1e-8
-        mlm_nll = -npx.pick(npx.log_softmax(mlm_logits), mlm_labels)
-        mlm_loss = (mlm_nll * mlm_weights).sum() / num_slots
-        nsp_loss = -npx.pick(npx.log_softmax(nsp_logits), nsp_labels).mean()
-        if not with_accuracy:
-            return mlm_loss, nsp_loss
-        mlm_correct = mlm_logits.argmax(axis=-1).astype('int32') == mlm_labels
-        mlm_accuracy = (mlm_correct * mlm_weights).sum() / num_slots
-        nsp_accuracy = (nsp_logits.argmax(axis=-1).astype('int32') == nsp_labels).mean()
-        return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy
+        valid_lens = self.encoder.check_inputs(tokens, segments, valid_lens)
+        checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
+                                         nsp_labels, *tokens.shape,
+                                         self.mlm.vocab_size)
+        objective = self.objective(autograd.is_recording(), with_accuracy)
+        return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
+                         mlm_labels, nsp_labels)
+
+    def objective(self, with_gradient=True, with_accuracy=False):
+        """The (cached) `PretrainingObjective` of this model, hybridized like it."""
+        key = (with_gradient, with_accuracy)
+        if key not in self._objectives.blocks:
+            objective = PretrainingObjective(self, with_gradient, with_accuracy)
+            active, kwargs = self._hybridize_args
+            objective.hybridize(active, **kwargs)
+            self._objectives.blocks[key] = objective
+        return self._objectives.blocks[key]

@@ -203,12 +203,13 @@ def _train_loop(options, net, trainer, ctxs, stream, valid_iter, log, config, vo
         seed_step(options.seed, step)
         trainer.set_learning_rate(learning_rate(step, options.lr, options.warmup,
                                                 options.steps))
-        metrics = forward_backward(net, batches, ctxs)
+        last = step == options.steps
+        log_now = last or step % options.log_every == 0 or step % options.save_every == 0
+        metrics = forward_backward(net, batches, ctxs, with_accuracy=log_now)
         optimizer_step(net, trainer, options.clip)
         pairs += sum(len(b.nsp_labels) for b in batches)
         progress.update(1)
-        last = step == options.steps
-        if step % options.log_every and step % options.save_every and not last:
+        if not log_now:
             continue
         record = {'step': step, 'split': 'train', 'lr': trainer.learning_rate,
                   **dict(zip(('mlm_loss', 'nsp_loss', 'mlm_accuracy', 'nsp_accuracy'),

@@ -26,29 +26,28 @@ def split_batch(batch, num_parts):
     return [tuple(array[lo:hi] for array in batch) for lo, hi in zip(bounds, bounds[1:])]
 
 
-def forward_backward(net, batches, ctxs):
+def forward_backward(net, batches, ctxs, with_accuracy=True):
     """Add to the parameters' gradients (grad_req='add') the gradient of the mean pretraining
     loss over `batches` (host batches that together form one optimizer step).
 
     returns: device arrays on ctxs[0]: (mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy),
-    each the average over all real prediction slots or sentence pairs of the step.
+    each the average over all real prediction slots or sentence pairs of the step;
+    with_accuracy=False (faster: no argmax over the logits) returns the two losses.
     """
     total_slots = max(sum(float(batch.mlm_weights.sum()) for batch in batches), 1.0)
     total_pairs = sum(len(batch.nsp_labels) for batch in batches)
-    totals = [np.zeros((), ctx=ctxs[0]) for _ in range(4)]
+    totals = [np.zeros((), ctx=ctxs[0]) for _ in range(4 if with_accuracy else 2)]
     for batch in batches:
         for shard, ctx in zip(split_batch(batch, len(ctxs)), ctxs):
             slot_share = float(shard[4].sum()) / total_slots
             pair_share = len(shard[6]) / total_pairs
             arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
             with autograd.record(), skip_value_checks():
-                mlm_loss, nsp_loss, mlm_acc, nsp_acc = net.pretraining_loss(
-                    *arrays, with_accuracy=True)
-                loss = mlm_loss * slot_share + nsp_loss * pair_share
+                values = net.pretraining_loss(*arrays, with_accuracy=with_accuracy)
+                loss = values[0] * slot_share + values[1] * pair_share
             loss.backward()
             for i, (value, share) in enumerate(zip(
-                    (mlm_loss, nsp_loss, mlm_acc, nsp_acc),
-                    (slot_share, pair_share, slot_share, pair_share))):
+                    values, (slot_share, pair_share, slot_share, pair_share))):
                 totals[i] = totals[i] + value.as_in_ctx(ctxs[0]) * share
     return totals
 

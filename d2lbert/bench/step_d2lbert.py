@@ -3,7 +3,9 @@
 `forward_backward` calls the public `BERTModel.pretraining_loss` (forward, masked-LM and
 next-sentence losses) under `autograd.record()` and runs the backward pass, adding into
 the gradients (grad_req='add'); `optimizer_step` applies Adam and zeroes them. The
-model is hybridized with static memory and shapes, as the trainer does.
+model is hybridized with static memory and shapes, as the trainer does. The step is
+the trainer's usual one, without the training-accuracy argmax it adds on the steps
+it logs (every 10th by default).
 """
 
 
@@ -32,7 +34,7 @@ def prepare_for_training(net, ctx, lr=1e-4):
 def train_step(net, trainer, batch, ctx):
     """forward + both losses + backward + Adam update, on one host batch."""
     from ..training import forward_backward, optimizer_step
-    forward_backward(net, [batch], [ctx])
+    forward_backward(net, [batch], [ctx], with_accuracy=False)
     optimizer_step(net, trainer, clip=None)
 
 

@@ -1,0 +1,162 @@
+"""The fused masked-LM loss (`d2lbert.mlm_loss`) and `PretrainingObjective` give the
+cross-entropy and exactly its gradient.
+
+The fused loss computes its gradient in the forward pass and hands it to autograd
+through a surrogate; these tests compare value and gradients with a float64 NumPy
+cross-entropy and with the plain `log_softmax` formulation run through autograd.
+"""
+import numpy as onp
+import pytest
+import mxnet as mx
+from mxnet import autograd, np, npx
+
+from conftest import make_batch, make_model
+from test_hybridize import pretraining_targets
+
+from d2lbert.mlm_loss import masked_lm_loss
+
+SLOTS, HIDDENS, VOCAB = 7, 5, 11
+
+
+def random_inputs(seed=0):
+    rng = onp.random.default_rng(seed)
+    hidden = rng.normal(0, 1, (SLOTS, HIDDENS))
+    weight = rng.normal(0, 1, (VOCAB, HIDDENS))
+    bias = rng.normal(0, 1, VOCAB)
+    labels = rng.integers(0, VOCAB, SLOTS)
+    slot_weights = onp.ones(SLOTS)
+    slot_weights[[2, 5]] = 0  # padding slots
+    return hidden, weight, bias, labels, slot_weights
+
+
+def numpy_loss_and_gradients(hidden, weight, bias, labels, slot_weights):
+    """Weighted mean cross-entropy and its gradients, in float64 NumPy."""
+    logits = hidden @ weight.T + bias
+    logits = logits - logits.max(axis=1, keepdims=True)
+    probs = onp.exp(logits) / onp.exp(logits).sum(axis=1, keepdims=True)
+    share = slot_weights / slot_weights.sum()
+    loss = -(share * onp.log(probs[onp.arange(SLOTS), labels])).sum()
+    dlogits = probs.copy()
+    dlogits[onp.arange(SLOTS), labels] -= 1
+    dlogits *= share[:, None]
+    return loss, dlogits @ weight, dlogits.T @ hidden, dlogits.sum(axis=0)
+
+
+def fused_loss_and_gradients(hidden, weight, bias, labels, slot_weights, scale=1.0):
+    arrays = [np.array(a, dtype='float32') for a in (hidden, weight, bias)]
+    for array in arrays:
+        array.attach_grad()
+    with autograd.record():
+        loss, _ = masked_lm_loss(mx.nd, *arrays,
+                              np.array(labels, dtype='int32'),
+                              np.array(slot_weights, dtype='float32'), VOCAB)
+        (loss * scale).backward()
+    return (float(loss),) + tuple(a.grad.asnumpy() for a in arrays)
+
+
+def test_fused_loss_equals_numpy_cross_entropy_and_its_gradients():
+    inputs = random_inputs()
+    expected = numpy_loss_and_gradients(*inputs)
+    actual = fused_loss_and_gradients(*inputs)
+    assert abs(actual[0] - expected[0]) < 1e-5
+    for a, e, name in zip(actual[1:], expected[1:], ('hidden', 'weight', 'bias')):
+        assert onp.abs(a - e).max() < 1e-5, name
+    # Padding slots get no gradient; real slots do.
+    assert onp.abs(actual[1][[2, 5]]).max() == 0
+    assert onp.abs(actual[1][[0, 1, 3]]).min() > 1e-4
+
+
+def test_fused_gradient_follows_the_head_gradient():
+    """Scaling the loss (as data-parallel training does) scales its gradient."""
+    inputs = random_inputs(seed=1)
+    once, thrice = fused_loss_and_gradients(*inputs), fused_loss_and_gradients(*inputs, 3.0)
+    for a, b in zip(once[1:], thrice[1:]):
+        assert onp.allclose(3 * a, b, atol=1e-6)
+
+
+def test_underflowed_probability_keeps_a_finite_loss_and_the_exact_gradient():
+    """The correct word 200 nats below the best: its probability is 0 in float32. The
+    loss saturates at 87.3 instead of inf; the gradient is still p - onehot(y)."""
+    hidden, weight, bias, labels, slot_weights = random_inputs(seed=2)
+    bias[labels[0]] -= 200
+    loss, grad_hidden, _, grad_bias = fused_loss_and_gradients(hidden, weight, bias, labels,
+                                                              slot_weights)
+    expected = numpy_loss_and_gradients(hidden, weight, bias, labels, slot_weights)
+    assert onp.isfinite(loss) and loss < expected[0]
+    assert onp.abs(grad_hidden - expected[1]).max() < 1e-5
+    assert onp.abs(grad_bias - expected[3]).max() < 1e-5
+
+
+def plain_pretraining_loss(net, batch, targets):
+    """The textbook formulation: logits from the model, then log_softmax and pick."""
+    _, nsp_logits, mlm_logits = net(**batch)
+    weights = targets['mlm_weights']
+    mlm_nll = -npx.pick(npx.log_softmax(mlm_logits), targets['mlm_labels'])
+    mlm_loss = (mlm_nll * weights).sum() / weights.sum()
+    nsp_loss = -npx.pick(npx.log_softmax(nsp_logits), targets['nsp_labels']).mean()
+    return mlm_loss, nsp_loss
+
+
+def gradients(net, loss_function, batch, targets):
+    params = net.collect_params()
+    params.zero_grad()
+    with autograd.record(train_mode=False):
+        mlm_loss, nsp_loss = loss_function(batch, targets)[:2]
+        (0.7 * mlm_loss + 1.3 * nsp_loss).backward()
+    return [float(mlm_loss), float(nsp_loss)], {
+        name: p.grad().asnumpy().copy() for name, p in params.items()}
+
+
+@pytest.mark.parametrize('hybridize', [False, True], ids=['imperative', 'hybridized'])
+def test_pretraining_loss_gradients_equal_the_plain_formulation(arch, hybridize):
+    """Every parameter's gradient, tied output weight included ('original')."""
+    net = make_model(arch)
+    if hybridize:
+        net.hybridize(static_alloc=True, static_shape=True)
+    batch = make_batch(seed=20)
+    targets = pretraining_targets(batch, seed=20)
+    fused = gradients(net, lambda b, t: net.pretraining_loss(**b, **t), batch, targets)
+    plain = gradients(net, lambda b, t: plain_pretraining_loss(net, b, t), batch, targets)
+    assert onp.allclose(fused[0], plain[0], atol=1e-5)
+    for name, grad in plain[1].items():
+        scale = max(onp.abs(grad).max(), 1e-3)
+        assert onp.abs(fused[1][name] - grad).max() <= 1e-4 * scale, name
+    assert any(onp.abs(g).max() > 0 for n, g in fused[1].items() if 'output_weight' in n
+               or 'embedding' in n)
+
+
+def test_accuracy_and_evaluation_graphs_give_the_same_losses():
+    """with_accuracy adds the accuracies; outside autograd (evaluation) the loss is the
+    same as the training graph's."""
+    net = make_model('d2l')
+    net.hybridize()
+    batch = make_batch(seed=21)
+    targets = pretraining_targets(batch, seed=21)
+    evaluated = [float(v) for v in net.pretraining_loss(**batch, **targets,
+                                                        with_accuracy=True)]
+    with autograd.record(train_mode=False):
+        trained = [float(v) for v in net.pretraining_loss(**batch, **targets)]
+    assert onp.allclose(evaluated[:2], trained, atol=1e-6)
+    _, nsp, mlm = net(**batch)
+    labels, weights = targets['mlm_labels'].asnumpy(), targets['mlm_weights'].asnumpy()
+    correct = mlm.asnumpy().argmax(-1) == labels
+    assert abs(evaluated[2] - (correct * weights).sum() / weights.sum()) < 1e-6
+    nsp_correct = nsp.asnumpy().argmax(-1) == targets['nsp_labels'].asnumpy()
+    assert abs(evaluated[3] - nsp_correct.mean()) < 1e-6
+
+
+@pytest.mark.parametrize('field, value, message', [
+    ('mlm_labels', 64, 'mlm_labels'), ('nsp_labels', 2, 'nsp_labels'),
+    ('mlm_weights', 'shape', 'mlm_weights shape')])
+def test_bad_targets_give_a_clear_error(field, value, message):
+    net = make_model('d2l')
+    batch = make_batch(seed=22)
+    targets = pretraining_targets(batch, seed=22)
+    array = targets[field].asnumpy()
+    if value == 'shape':
+        array = array[:, :-1]
+    else:
+        array.flat[0] = value
+    targets[field] = np.array(array, dtype=array.dtype)
+    with pytest.raises(ValueError, match=message):
+        net.pretraining_loss(**batch, **targets)
