@@ -130,6 +130,8 @@ def add_bench_parser(subparsers):
                         help='timed steps per implementation and size (default: 10)')
     parser.add_argument('--threads', type=int, default=2,
                         help='OMP_NUM_THREADS of every measurement (default: 2)')
+    parser.add_argument('--device', default='cpu',
+                        help="'cpu' or 'gpu:N' (needs a GPU build of MXNet; default: cpu)")
     parser.add_argument('--only', default='d2lbert,d2l,gluonnlp',
                         help='comma-separated implementations (default: d2lbert,d2l,gluonnlp)')
     parser.add_argument('--wikitext', default=None,
@@ -142,13 +144,28 @@ def add_bench_parser(subparsers):
     parser.set_defaults(run=run_bench)
 
 
+def check_bench_device(device):
+    """'cpu', or 'gpu:N' for a GPU this MXNet can use; else a clear ValueError."""
+    if device == 'cpu':
+        return device
+    kind, _, index = device.partition(':')
+    if kind != 'gpu' or not index.isdigit():
+        raise ValueError(f"--device must be 'cpu' or 'gpu:N', got {device!r}")
+    from .devices import usable_gpu_ids
+    usable = usable_gpu_ids()
+    if int(index) not in usable:
+        raise ValueError(f'--device {device}: GPU {index} is not usable here (usable GPUs: '
+                         f'{usable or "none"})')
+    return device
+
+
 def run_bench(args):
     import json
     import shlex
     from .bench import BenchOptions, find_wikitext, run_benchmarks
     from .bench.report import format_report, markdown_snippet
     chosen = dict(threads=args.threads, only=tuple(args.only.split(',')),
-                  wikitext=find_wikitext(args.wikitext))
+                  wikitext=find_wikitext(args.wikitext), device=check_bench_device(args.device))
     if args.configs:
         chosen['configs'] = tuple(args.configs.split(','))
     if args.steps:

@@ -96,3 +96,12 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
     assert 'd2lbert bench --quick' in done.stdout and '| quick | gluonnlp |' in done.stdout
     assert 'Targets:' in format_report(results)
     assert markdown_snippet(results).startswith('### Performance')
+
+
+def test_bench_device_must_be_cpu_or_a_usable_gpu():
+    """No GPU here: --device gpu:0 is refused with one clear message (exit code 2)."""
+    for device, message in (('gpu:0', 'not usable here'), ('tpu', "must be 'cpu' or 'gpu:N'")):
+        done = subprocess.run([sys.executable, '-m', 'd2lbert', 'bench', '--quick',
+                               '--device', device], capture_output=True, text=True)
+        assert done.returncode == 2, done.stderr
+        assert message in done.stderr and 'Traceback' not in done.stderr

@@ -34,6 +34,7 @@ class BenchOptions:
     steps: int = 10
     warmup: int = 3
     threads: int = 2
+    device: str = 'cpu'       # or 'gpu:N'
     only: tuple = IMPLEMENTATIONS
     wikitext: str = None      # a wiki.*.tokens file; None: skip the real-text parts
     e2e_steps: int = 20
@@ -74,7 +75,8 @@ def bench_steps(options, log=print):
             log(f'steps: {name} / {impl} ...')
             results[name][impl] = run_worker(
                 {'kind': 'step', 'impl': impl, 'config_name': name,
-                 'steps': options.steps, 'warmup': options.warmup}, options.threads, log)
+                 'steps': options.steps, 'warmup': options.warmup,
+                 'device': options.device}, options.threads, log)
     return results
 
 
@@ -86,7 +88,8 @@ def bench_end_to_end(options, log=print):
         results[impl] = run_worker(
             {'kind': 'end_to_end', 'impl': impl, 'path': options.wikitext,
              'config_name': options.e2e_config, 'steps': options.e2e_steps,
-             'batch_size': options.e2e_batch_size, 'max_len': options.e2e_max_len},
+             'batch_size': options.e2e_batch_size, 'max_len': options.e2e_max_len,
+             'device': options.device},
             options.threads, log)
     return results
 
@@ -96,8 +99,8 @@ def run_benchmarks(options, log=print):
     results = {'options': dataclasses.asdict(options), 'command': None, 'notes': []}
     log('GEMM rate ...')
     m, k, n = (512, 512, 512) if options.quick else (4096, 1024, 4096)
-    results['gemm'] = run_worker({'kind': 'gemm', 'm': m, 'k': k, 'n': n}, options.threads,
-                                 log)
+    results['gemm'] = run_worker({'kind': 'gemm', 'm': m, 'k': k, 'n': n,
+                                  'device': options.device}, options.threads, log)
     results['steps'] = bench_steps(options, log)
     if options.wikitext is None:
         results['notes'].append('WikiText file not found: end-to-end and data pipeline '

@@ -41,12 +41,11 @@ def _summary(build_seconds, total_seconds, real_tokens, num_steps, num_examples)
             'train_tokens_per_s': real_tokens / train_seconds}
 
 
-def d2lbert_end_to_end(path, config, num_steps, batch_size=512, max_len=64, seed=0):
+def d2lbert_end_to_end(path, config, num_steps, ctx, batch_size=512, max_len=64, seed=0):
     """Build d2lbert's pipeline on `path` from scratch and train `num_steps` steps."""
     import mxnet as mx
     from ..data import load_data_wiki
     from .step_d2lbert import d2lbert_model, prepare_for_training, train_step
-    ctx = mx.cpu()
     with tempfile.TemporaryDirectory() as home, \
             mock.patch.dict(os.environ, {'D2LBERT_HOME': home}):
         start = time.perf_counter()
@@ -65,14 +64,14 @@ def d2lbert_end_to_end(path, config, num_steps, batch_size=512, max_len=64, seed
                         len(data_iter.examples))
 
 
-def book_end_to_end(path, config, num_steps, batch_size=512, max_len=64, seed=0):
+def book_end_to_end(path, config, num_steps, ctx, batch_size=512, max_len=64, seed=0):
     """The book's pipeline and `train_bert` loop on `path`, for `num_steps` steps."""
     import mxnet as mx
     from d2l import mxnet as d2l
     from mxnet import gluon
     from ..data.benchmark import read_wiki_paragraphs_like_d2l
     from .step_d2l import book_step, d2l_model
-    devices = [mx.cpu()]
+    devices = [ctx]
     random.seed(seed)
     start = time.perf_counter()
     train_set = d2l._WikiTextDataset(read_wiki_paragraphs_like_d2l(path), max_len)
@@ -80,7 +79,7 @@ def book_end_to_end(path, config, num_steps, batch_size=512, max_len=64, seed=0)
     build_seconds = time.perf_counter() - start
     vocab_size = len(train_set.vocab)
     config = config.__class__(**{**config.to_dict(), 'vocab_size': vocab_size})
-    net = d2l_model(config, max_len)
+    net = d2l_model(config, max_len, ctx)
     loss = gluon.loss.SoftmaxCELoss()
     trainer = gluon.Trainer(net.collect_params(), 'adam', {'learning_rate': 0.01})
     step, real_tokens = 0, 0

@@ -9,13 +9,14 @@ models, so "model FLOP/s / GEMM FLOP/s" says how close a model gets to the hardw
 from .timing import best_time
 
 
-def gemm_rate(m=4096, k=1024, n=4096, repeats=5):
-    """FLOP/s of X (m, k) · W (n, k)ᵀ, the best of `repeats` after one warm-up call."""
+def gemm_rate(m=4096, k=1024, n=4096, repeats=5, ctx=None):
+    """FLOP/s of X (m, k) · W (n, k)ᵀ on `ctx` (default: the CPU), the best of `repeats`
+    after one warm-up call."""
     import mxnet as mx
     from mxnet import np, npx
     npx.set_np()
-    x = np.random.uniform(-1, 1, size=(m, k))
-    w = np.random.uniform(-1, 1, size=(n, k))
+    x = np.random.uniform(-1, 1, size=(m, k), ctx=ctx)
+    w = np.random.uniform(-1, 1, size=(n, k), ctx=ctx)
     multiply = lambda: npx.fully_connected(x, w, num_hidden=n, no_bias=True)
     multiply()
     seconds = best_time(multiply, repeats, mx.nd.waitall)

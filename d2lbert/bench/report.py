@@ -163,7 +163,7 @@ def markdown_snippet(results):
     options = results['options']
     gemm = results.get('gemm')
     machine = (f"{platform.machine()} Linux, {options['threads']} OpenMP thread(s), "
-               f"MXNet 1.9.1 CPU")
+               f"MXNet 1.9.1, device {options.get('device', 'cpu')}")
     lines = ['### Performance', '',
              f"Measured with `{results.get('command') or 'd2lbert bench'}` ({machine}); "
              'ratios are d2lbert / other in the same run, so they hold better than the '

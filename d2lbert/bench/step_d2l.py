@@ -10,15 +10,14 @@ float32.
 """
 
 
-def d2l_model(config, max_len):
+def d2l_model(config, max_len, ctx):
     """The book's `d2l.BERTModel` of the benchmark's size, initialized like the book."""
     from d2l import mxnet as d2l
     from mxnet import init
-    import mxnet as mx
     net = d2l.BERTModel(config.vocab_size, num_hiddens=config.num_hiddens,
                         ffn_num_hiddens=config.ffn_num_hiddens, num_heads=config.num_heads,
                         num_blks=config.num_layers, dropout=config.dropout, max_len=max_len)
-    net.initialize(init.Xavier(), ctx=[mx.cpu()])
+    net.initialize(init.Xavier(), ctx=[ctx])
     return net
 
 
@@ -35,12 +34,11 @@ def book_step(net, loss, trainer, vocab_size, batch, devices):
     return mlm_ls, nsp_ls
 
 
-def build_step(config, arrays, lr=1e-4):
-    """A zero-argument function running one book training step on `arrays`."""
-    import mxnet as mx
+def build_step(config, arrays, ctx, lr=1e-4):
+    """A zero-argument function running one book training step on `arrays`, on `ctx`."""
     from mxnet import gluon, np
-    devices = [mx.cpu()]
-    net = d2l_model(config, max_len=config.seq_len)
+    devices = [ctx]
+    net = d2l_model(config, config.seq_len, ctx)
     loss = gluon.loss.SoftmaxCELoss()
     trainer = gluon.Trainer(net.collect_params(), 'adam', {'learning_rate': lr})
     host = dict(arrays, valid_lens=arrays['valid_lens'].astype('float32'))

@@ -38,12 +38,10 @@ def train_step(net, trainer, batch, ctx):
     optimizer_step(net, trainer, clip=None)
 
 
-def build_step(config, arrays):
+def build_step(config, arrays, ctx):
     """A zero-argument function running one training step on `arrays` (the dict of
-    `configs.random_batch`)."""
-    import mxnet as mx
+    `configs.random_batch`) on the MXNet context `ctx`."""
     from ..data import PretrainingBatch
-    ctx = mx.cpu()
     net = d2lbert_model(config, max_len=config.seq_len)
     trainer = prepare_for_training(net, ctx)
     batch = PretrainingBatch(**arrays)

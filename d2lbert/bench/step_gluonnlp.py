@@ -10,7 +10,7 @@ cross-entropy (averaged over the pairs); Adam through `gluon.Trainer`.
 """
 
 
-def gluonnlp_model(config):
+def gluonnlp_model(config, ctx):
     """GluonNLP's BERTModel (encoder, pooler, NSP classifier, MLM decoder)."""
     import gluonnlp
     from mxnet import init
@@ -23,7 +23,7 @@ def gluonnlp_model(config):
         encoder, config.vocab_size, token_type_vocab_size=2, units=config.num_hiddens,
         embed_size=config.num_hiddens, use_pooler=True, use_decoder=True,
         use_classifier=True)
-    net.initialize(init.Normal(0.02))
+    net.initialize(init.Normal(0.02), ctx=ctx)
     net.hybridize(static_alloc=True, static_shape=True)
     return net
 
@@ -38,12 +38,12 @@ def pretraining_loss(net, loss, vocab_size, tokens, segments, valid_lens, pred_p
     return mlm_loss + nsp_loss
 
 
-def build_step(config, arrays, lr=1e-4):
-    """A zero-argument function running one GluonNLP training step on `arrays`."""
+def build_step(config, arrays, ctx, lr=1e-4):
+    """A zero-argument function running one GluonNLP training step on `arrays`, on `ctx`."""
     import mxnet as mx
     from mxnet import autograd, gluon, npx
     npx.reset_np()  # legacy arrays for GluonNLP, in this whole (dedicated) process
-    net = gluonnlp_model(config)
+    net = gluonnlp_model(config, ctx)
     loss = gluon.loss.SoftmaxCELoss()
     trainer = gluon.Trainer(net.collect_params(), 'adam', {'learning_rate': lr})
     host = dict(arrays, valid_lens=arrays['valid_lens'].astype('float32'))
@@ -51,7 +51,7 @@ def build_step(config, arrays, lr=1e-4):
              'mlm_labels', 'nsp_labels')
 
     def step():
-        batch = [mx.nd.array(host[name], dtype=host[name].dtype) for name in names]
+        batch = [mx.nd.array(host[name], dtype=host[name].dtype, ctx=ctx) for name in names]
         with autograd.record():
             total = pretraining_loss(net, loss, config.vocab_size, *batch)
         total.backward()

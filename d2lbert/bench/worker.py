@@ -19,13 +19,20 @@ from .timing import peak_rss_mb, time_steps
 STEP_MODULES = {'d2lbert': 'step_d2lbert', 'd2l': 'step_d2l', 'gluonnlp': 'step_gluonnlp'}
 
 
-def run_step_task(impl, config_name, steps, warmup, seed=0):
+def context(device):
+    """'cpu' -> mx.cpu(), 'gpu:N' -> mx.gpu(N)."""
+    import mxnet as mx
+    kind, _, index = device.partition(':')
+    return mx.gpu(int(index or 0)) if kind == 'gpu' else mx.cpu()
+
+
+def run_step_task(impl, config_name, steps, warmup, device='cpu', seed=0):
     """Time `steps` training steps of implementation `impl` on the config's random batch."""
     import importlib
     import mxnet as mx
     config = get_config(config_name)
     module = importlib.import_module(f'.{STEP_MODULES[impl]}', __package__)
-    step = module.build_step(config, random_batch(config, seed))
+    step = module.build_step(config, random_batch(config, seed), context(device))
     seconds = time_steps(step, steps, warmup, mx.nd.waitall)
     pairs = config.batch_size * steps
     real_tokens = int(random_batch(config, seed)['valid_lens'].sum()) * steps
@@ -34,15 +41,16 @@ def run_step_task(impl, config_name, steps, warmup, seed=0):
             'pairs_per_s': pairs / seconds, 'real_tokens_per_s': real_tokens / seconds}
 
 
-def run_gemm_task(m, k, n):
+def run_gemm_task(m, k, n, device='cpu'):
     from .gemm import gemm_rate
-    return gemm_rate(m, k, n)
+    return gemm_rate(m, k, n, ctx=context(device))
 
 
-def run_end_to_end_task(impl, path, config_name, steps, batch_size, max_len):
+def run_end_to_end_task(impl, path, config_name, steps, batch_size, max_len, device='cpu'):
     from .end_to_end import book_end_to_end, d2lbert_end_to_end
     function = {'d2lbert': d2lbert_end_to_end, 'd2l': book_end_to_end}[impl]
-    result = function(path, get_config(config_name), steps, batch_size, max_len)
+    result = function(path, get_config(config_name), steps, context(device), batch_size,
+                      max_len)
     return dict(result, impl=impl, config=config_name, batch_size=batch_size,
                 max_len=max_len)
 
