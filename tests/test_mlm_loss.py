@@ -132,16 +132,24 @@ def test_accuracy_and_evaluation_graphs_give_the_same_losses():
     net.hybridize()
     batch = make_batch(seed=21)
     targets = pretraining_targets(batch, seed=21)
+    # Make about half of the slots correct, so that the accuracies are not trivially 0.
+    _, nsp, mlm = net(**batch)
+    labels = targets['mlm_labels'].asnumpy()
+    labels[:, ::2] = mlm.asnumpy().argmax(-1)[:, ::2]
+    targets['mlm_labels'] = np.array(labels, dtype='int32')
+    targets['nsp_labels'] = np.array(nsp.asnumpy().argmax(-1) * [1, 1, 1, 0] + [0, 0, 0, 1] *
+                                     (1 - nsp.asnumpy().argmax(-1)), dtype='int32')
     evaluated = [float(v) for v in net.pretraining_loss(**batch, **targets,
                                                         with_accuracy=True)]
     with autograd.record(train_mode=False):
         trained = [float(v) for v in net.pretraining_loss(**batch, **targets)]
     assert onp.allclose(evaluated[:2], trained, atol=1e-6)
-    _, nsp, mlm = net(**batch)
-    labels, weights = targets['mlm_labels'].asnumpy(), targets['mlm_weights'].asnumpy()
+    weights = targets['mlm_weights'].asnumpy()
     correct = mlm.asnumpy().argmax(-1) == labels
+    assert 0.3 < (correct * weights).sum() / weights.sum() < 1
     assert abs(evaluated[2] - (correct * weights).sum() / weights.sum()) < 1e-6
     nsp_correct = nsp.asnumpy().argmax(-1) == targets['nsp_labels'].asnumpy()
+    assert nsp_correct.mean() == 0.75
     assert abs(evaluated[3] - nsp_correct.mean()) < 1e-6
 
 
