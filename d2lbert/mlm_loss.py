@@ -22,7 +22,9 @@ Backprop only needs those small products, not the logits, so the backward pass i
 cheap. They reach the parameters through a surrogate scalar whose gradient is
 exactly them (`S` below), added as `S - stop_gradient(S)` (zero in value), so the
 result still behaves like any loss: scaling it or adding other losses scales or
-adds its gradient.
+adds its gradient. (MXNet's `SoftmaxOutput` also fuses softmax and cross-entropy, but
+its backward ignores the incoming gradient, which the data-parallel loss weighting in
+`training.py` needs.)
 """
 
 # The smallest normal float32: a probability below it has underflowed to 0 (the
