@@ -4,6 +4,7 @@ from mxnet import np
 from mxnet.gluon import nn
 
 from . import checks
+from .layer_norm import LayerNorm
 from .transformer import TransformerEncoderBlock
 
 
@@ -30,7 +31,7 @@ class BERTEncoder(nn.HybridBlock):
             self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
             self.segment_embedding = nn.Embedding(type_vocab_size, num_hiddens)
             self.position_embedding = nn.Embedding(max_len, num_hiddens)
-            self.embedding_norm = (nn.LayerNorm(epsilon=layer_norm_eps, in_channels=num_hiddens)
+            self.embedding_norm = (LayerNorm(num_hiddens, layer_norm_eps)
                                    if embedding_layer_norm else None)
             self.embedding_dropout = nn.Dropout(dropout)
             self.blocks = nn.HybridSequential()

@@ -3,6 +3,7 @@ next sentence prediction."""
 from mxnet.gluon import nn
 
 from . import checks
+from .layer_norm import LayerNorm
 from .transformer import activation
 
 
@@ -39,7 +40,7 @@ class MaskLMDecoder(nn.HybridBlock):
             self.transform = nn.HybridSequential()
             self.transform.add(nn.Dense(num_hiddens, flatten=False, in_units=num_hiddens),
                                activation(hidden_act),
-                               nn.LayerNorm(epsilon=layer_norm_eps, in_channels=num_hiddens))
+                               LayerNorm(num_hiddens, layer_norm_eps))
             self.output_weight = tied_weight if tied_weight is not None else self.params.get(
                 'output_weight', shape=(vocab_size, num_hiddens))
             self.output_bias = self.params.get('output_bias', shape=(vocab_size,),

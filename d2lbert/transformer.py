@@ -2,6 +2,7 @@
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention
+from .layer_norm import LayerNorm
 
 
 def activation(name):
@@ -46,10 +47,10 @@ class TransformerEncoderBlock(nn.HybridBlock):
         with self.name_scope():
             self.attention = MultiHeadAttention(num_hiddens, num_heads, attention_dropout)
             self.dropout1 = nn.Dropout(dropout)
-            self.norm1 = nn.LayerNorm(epsilon=layer_norm_eps, in_channels=num_hiddens)
+            self.norm1 = LayerNorm(num_hiddens, layer_norm_eps)
             self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, hidden_act)
             self.dropout2 = nn.Dropout(dropout)
-            self.norm2 = nn.LayerNorm(epsilon=layer_norm_eps, in_channels=num_hiddens)
+            self.norm2 = LayerNorm(num_hiddens, layer_norm_eps)
 
     def hybrid_forward(self, F, X, valid_lens):
         Y = self.norm1(X + self.dropout1(self.attention(X, valid_lens)))

@@ -32,7 +32,7 @@ def layer_norm(x, norm):
     gamma, beta = to_numpy(norm.gamma.data(), norm.beta.data())
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / onp.sqrt(var + norm._kwargs['eps']) * gamma + beta
+    return (x - mean) / onp.sqrt(var + norm.epsilon) * gamma + beta
 
 
 def activation(x, name):

@@ -1,0 +1,146 @@
+"""d2lbert's LayerNorm and its C++ kernel (`d2lbert.kernels`): values and gradients
+against a float64 NumPy LayerNorm, gradient accumulation (grad_req='add'), several
+OpenMP threads, and the fallback to MXNet's LayerNorm when the kernel can't be built.
+"""
+import os
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as onp
+import pytest
+from mxnet import autograd, np
+
+from conftest import REPO_ROOT
+from d2lbert import kernels
+from d2lbert.layer_norm import LayerNorm
+
+
+def numpy_layer_norm(x, gamma, beta, dy, eps):
+    """float64 LayerNorm over the last axis: y and the gradients of sum(y * dy)
+    w.r.t. x, gamma and beta (the textbook formulas)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / onp.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + eps)
+    xhat = (x - mean) * rstd
+    g = dy * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True)
+                 - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    rows = tuple(range(x.ndim - 1))
+    return xhat * gamma + beta, dx, (dy * xhat).sum(axis=rows), dy.sum(axis=rows)
+
+
+def random_case(shape, seed=0):
+    rng = onp.random.default_rng(seed)
+    hiddens = shape[-1]
+    x = rng.normal(0.5, 2.0, size=shape)
+    gamma = 1.0 + rng.normal(0.0, 0.5, size=hiddens)
+    beta = rng.normal(0.0, 0.5, size=hiddens)
+    dy = rng.normal(0.0, 1.0, size=shape)
+    return x, gamma, beta, dy
+
+
+def run_block(x, gamma, beta, dy, eps, hybridize, passes=1, grad_req='write'):
+    """y and the gradients of d2lbert's LayerNorm after `passes` backward passes."""
+    norm = LayerNorm(x.shape[-1], epsilon=eps)
+    norm.initialize()
+    norm.gamma.set_data(np.array(gamma, dtype='float32'))
+    norm.beta.set_data(np.array(beta, dtype='float32'))
+    norm.collect_params().setattr('grad_req', grad_req)
+    if hybridize:
+        norm.hybridize(static_alloc=True, static_shape=True)
+    X = np.array(x, dtype='float32')
+    X.attach_grad(grad_req=grad_req)
+    for _ in range(passes):
+        with autograd.record():
+            Y = norm(X)
+        Y.backward(np.array(dy, dtype='float32'))
+    return [a.asnumpy() for a in (Y, X.grad, norm.gamma.grad(), norm.beta.grad())]
+
+
+def assert_close(actual, expected, rtol=1e-5):
+    for a, e in zip(actual, expected):
+        assert a.shape == e.shape
+        assert onp.abs(a - e).max() <= rtol * (1.0 + onp.abs(e).max())
+
+
+def test_the_kernel_builds_and_is_used():
+    """CI has a compiler: the fast path must be the one the other tests exercise."""
+    assert kernels.available()
+    norm = LayerNorm(8)
+    norm.initialize()
+    norm.hybridize()
+    norm(np.ones((2, 8)))
+    symbol = norm._cached_graph[1]
+    assert 'd2lbert_layer_norm' in symbol.tojson()
+
+
+@pytest.mark.parametrize('hybridize', [False, True], ids=['imperative', 'hybridized'])
+@pytest.mark.parametrize('shape,eps', [((4, 7, 32), 1e-5), ((5, 37), 1e-12), ((3, 2, 2, 256), 1e-5)])
+def test_matches_numpy_layer_norm(shape, eps, hybridize):
+    x, gamma, beta, dy = random_case(shape)
+    actual = run_block(x, gamma, beta, dy, eps, hybridize)
+    assert_close(actual, numpy_layer_norm(x, gamma, beta, dy, eps))
+
+
+@pytest.mark.parametrize('hybridize', [False, True], ids=['imperative', 'hybridized'])
+def test_gradients_accumulate_with_grad_req_add(hybridize):
+    """The kernel overwrites its outputs; with grad_req='add' two backward passes must
+    still give twice the gradient, for the input and for gamma and beta."""
+    x, gamma, beta, dy = random_case((3, 5, 16), seed=1)
+    y, dx, dgamma, dbeta = numpy_layer_norm(x, gamma, beta, dy, 1e-5)
+    actual = run_block(x, gamma, beta, dy, 1e-5, hybridize, passes=2, grad_req='add')
+    assert_close(actual, [y, 2 * dx, 2 * dgamma, 2 * dbeta])
+
+
+def test_fallback_gives_the_same_results(monkeypatch):
+    """Where the kernel is unavailable (GPU, no compiler) MXNet's LayerNorm runs."""
+    x, gamma, beta, dy = random_case((4, 6, 24), seed=2)
+    fused = run_block(x, gamma, beta, dy, 1e-5, hybridize=True)
+    monkeypatch.setattr(kernels, 'available', lambda: False)
+    fallback = run_block(x, gamma, beta, dy, 1e-5, hybridize=True)
+    assert_close(fused, fallback)
+
+
+def test_wrong_width_is_a_clear_error():
+    norm = LayerNorm(8)
+    norm.initialize()
+    with pytest.raises(ValueError, match='last axis of size 8'):
+        norm(np.ones((2, 6)))
+
+
+SEVERAL_THREADS = r'''
+import sys, warnings
+sys.path.insert(0, sys.argv[1])
+from test_layer_norm import numpy_layer_norm, random_case, run_block, assert_close
+from d2lbert import kernels
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    available = kernels.available()
+print('available', available, [str(w.message) for w in caught])
+x, gamma, beta, dy = random_case((7, 11, 64), seed=3)   # 77 rows over 3 threads
+assert_close(run_block(x, gamma, beta, dy, 1e-5, hybridize=True),
+             numpy_layer_norm(x, gamma, beta, dy, 1e-5))
+print('ok')
+'''
+
+
+def run_script(tmp_path, **env):
+    env = {**os.environ, 'PYTHONPATH': REPO_ROOT, **env}
+    return subprocess.run([sys.executable, '-c', SEVERAL_THREADS,
+                           os.path.join(REPO_ROOT, 'tests')],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_three_openmp_threads_agree_with_numpy(tmp_path):
+    """The gamma/beta sums are per-thread partial sums: check them with 3 threads."""
+    result = run_script(tmp_path, OMP_NUM_THREADS='3')
+    assert result.returncode == 0, result.stderr
+    assert 'available True' in result.stdout and 'ok' in result.stdout
+
+
+def test_no_compiler_warns_and_falls_back(tmp_path):
+    result = run_script(tmp_path, CXX=str(tmp_path / 'no-such-compiler'),
+                        D2LBERT_KERNEL_CACHE=str(tmp_path / 'cache'))
+    assert result.returncode == 0, result.stderr
+    assert 'available False' in result.stdout and 'ok' in result.stdout
+    assert 'no C++ compiler' in result.stdout and "MXNet's own LayerNorm" in result.stdout
