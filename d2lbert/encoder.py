@@ -54,7 +54,11 @@ class BERTEncoder(nn.HybridBlock):
         return valid_lens
 
     def hybrid_forward(self, F, tokens, segments, valid_lens):
-        positions = F.npx.arange_like(tokens, axis=1)  # (seq_len,)
+        # (batch_size, seq_len): every example's positions, so that all three embeddings
+        # have the same shape; adding a broadcast (seq_len, num_hiddens) instead would
+        # make the backward pass sum over the batch with MXNet's slow CPU reduction
+        positions = (F.npx.arange_like(tokens, axis=1).reshape(1, -1)
+                     + F.np.zeros_like(tokens, dtype='int32'))
         X = (self.token_embedding(tokens) + self.segment_embedding(segments)
              + self.position_embedding(positions))
         if self.embedding_norm is not None:
