@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import warnings
 
@@ -63,6 +64,8 @@ def build(compiler):
     os.makedirs(cache_dir(), exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix='.so', dir=cache_dir())
     os.close(fd)
+    print(f"d2lbert: compiling its CPU kernels into {path} (once, about 10 s)",
+          file=sys.stderr, flush=True)
     command = [compiler, *CXXFLAGS, '-I', os.path.join(_mxnet_dir(), 'include'),
                *_sources(), '-o', tmp]
     try:
