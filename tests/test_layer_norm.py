@@ -144,3 +144,22 @@ def test_no_compiler_warns_and_falls_back(tmp_path):
     assert result.returncode == 0, result.stderr
     assert 'available False' in result.stdout and 'ok' in result.stdout
     assert 'no C++ compiler' in result.stdout and "MXNet's own LayerNorm" in result.stdout
+
+
+def test_switched_off_on_purpose_without_a_warning(tmp_path):
+    result = run_script(tmp_path, D2LBERT_FUSED_KERNELS='0')
+    assert result.returncode == 0, result.stderr
+    assert 'available False []' in result.stdout and 'ok' in result.stdout
+
+
+def test_float16_runs_mxnets_layer_norm():
+    """The kernel is float32 only; a float16 model must not reach it."""
+    x, gamma, beta, dy = random_case((2, 3, 16), seed=4)
+    norm = LayerNorm(16)
+    norm.initialize()
+    norm.cast('float16')
+    norm.hybridize()
+    Y = norm(np.array(x, dtype='float16'))
+    expected = numpy_layer_norm(x, onp.ones(16), onp.zeros(16), dy, 1e-5)[0]
+    assert Y.dtype == onp.float16
+    assert onp.abs(Y.asnumpy() - expected).max() < 1e-2

@@ -9,9 +9,10 @@ with slow generic reductions).
 The library is compiled with the system's C++ compiler (`g++`, or `$CXX`) the first
 time it is needed, against the headers that ship in the MXNet wheel, and cached in
 ``$D2LBERT_KERNEL_CACHE`` (default ``~/.cache/d2lbert/kernels``) under a key of the
-source, the compiler flags and the MXNet version. Without a compiler, or with
-``D2LBERT_FUSED_KERNELS=0``, `available()` is False and the blocks fall back to MXNet's
-own operators (same results, slower), with one warning saying why.
+source, the compiler flags and the MXNet version. Where it cannot be built (no
+compiler, a failed build) `available()` is False, with one warning saying why, and the
+blocks fall back to MXNet's own operators (same results, slower);
+``D2LBERT_FUSED_KERNELS=0`` chooses that fallback on purpose, without a warning.
 """
 import functools
 import hashlib
