@@ -15,15 +15,15 @@ blocks fall back to MXNet's own operators (same results, slower);
 ``D2LBERT_FUSED_KERNELS=0`` chooses that fallback on purpose, without a warning.
 """
 import functools
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import warnings
 
 import mxnet as mx
+
+from ..data.cache import atomic_directory, sha1_of_file, sha1_of_strings
 
 SOURCES = ('layer_norm.cc',)
 CXXFLAGS = ['-O3', '-std=c++17', '-shared', '-fPIC', '-fopenmp']
@@ -46,37 +46,28 @@ def _sources():
 
 
 def _library_path(compiler):
-    key = hashlib.sha1()
-    for path in _sources():
-        with open(path, 'rb') as f:
-            key.update(f.read())
-    key.update(repr((compiler, CXXFLAGS, mx.__version__)).encode())
-    return os.path.join(cache_dir(), f'd2lbert_kernels_{key.hexdigest()[:16]}.so')
+    key = sha1_of_strings([sha1_of_file(path) for path in _sources()],
+                          compiler, CXXFLAGS, mx.__version__)
+    return os.path.join(cache_dir(), key[:16], 'd2lbert_kernels.so')
 
 
 def build(compiler):
     """Compile the kernels (if not cached) and return the library's path.
 
-    The library is written under a temporary name and renamed into place, so
-    processes building at the same time never load a half-written file."""
+    The library is built in a temporary directory renamed into place at the end
+    (`atomic_directory`), so processes building at the same time never load a
+    half-written file."""
     path = _library_path(compiler)
     if os.path.exists(path):
         return path
-    os.makedirs(cache_dir(), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix='.so', dir=cache_dir())
-    os.close(fd)
     print(f"d2lbert: compiling its CPU kernels into {path} (once, about 10 s)",
           file=sys.stderr, flush=True)
-    command = [compiler, *CXXFLAGS, '-I', os.path.join(_mxnet_dir(), 'include'),
-               *_sources(), '-o', tmp]
-    try:
+    with atomic_directory(os.path.dirname(path)) as tmp:
+        command = [compiler, *CXXFLAGS, '-I', os.path.join(_mxnet_dir(), 'include'),
+                   *_sources(), '-o', os.path.join(tmp, os.path.basename(path))]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f'{" ".join(command)} failed:\n{result.stderr[-2000:]}')
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 
