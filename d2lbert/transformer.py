@@ -2,7 +2,7 @@
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention
-from .layer_norm import LayerNorm
+from .layer_norm import AddNorm
 
 
 def activation(name):
@@ -33,7 +33,7 @@ class PositionWiseFFN(nn.HybridBlock):
 
 class TransformerEncoderBlock(nn.HybridBlock):
     """Self-attention and a position-wise FFN, each followed by dropout, a residual
-    connection and LayerNorm ("post-norm", as in BERT).
+    connection and LayerNorm (`AddNorm`: "post-norm", as in BERT).
 
     forward(X, valid_lens):
       X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
@@ -46,12 +46,10 @@ class TransformerEncoderBlock(nn.HybridBlock):
             attention_dropout = dropout
         with self.name_scope():
             self.attention = MultiHeadAttention(num_hiddens, num_heads, attention_dropout)
-            self.dropout1 = nn.Dropout(dropout)
-            self.norm1 = LayerNorm(num_hiddens, layer_norm_eps)
+            self.norm1 = AddNorm(num_hiddens, dropout, layer_norm_eps)
             self.ffn = PositionWiseFFN(num_hiddens, ffn_num_hiddens, hidden_act)
-            self.dropout2 = nn.Dropout(dropout)
-            self.norm2 = LayerNorm(num_hiddens, layer_norm_eps)
+            self.norm2 = AddNorm(num_hiddens, dropout, layer_norm_eps)
 
     def hybrid_forward(self, F, X, valid_lens):
-        Y = self.norm1(X + self.dropout1(self.attention(X, valid_lens)))
-        return self.norm2(Y + self.dropout2(self.ffn(Y)))
+        Y = self.norm1(X, self.attention(X, valid_lens))  # LayerNorm(X + dropout(...))
+        return self.norm2(Y, self.ffn(Y))

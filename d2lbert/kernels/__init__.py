@@ -2,31 +2,52 @@
 
 MXNet can load operators from a shared library at run time (`mx.library.load`,
 its `lib_api` interface), so a kernel that MXNet does slowly can be replaced without
-rebuilding MXNet. d2lbert has one: `d2lbert_layer_norm` (`layer_norm.cc`), LayerNorm
-forward and backward, about 10x faster than MXNet 1.9's on the CPU (its backward does the gamma/beta sums
-with slow generic reductions).
+rebuilding MXNet. d2lbert's, each forward and backward:
+
+* `d2lbert_layer_norm` (`layer_norm.cc`): LayerNorm, about 10x faster than MXNet 1.9's
+  on the CPU (its backward does the gamma/beta sums with slow generic reductions);
+* `d2lbert_add_layer_norm` (`layer_norm.cc`): LayerNorm(x + dropout(z)), the "add &
+  norm" of every Transformer block, in one pass over the rows;
+* `d2lbert_attention` (`attention.cc`): the scaled dot products, masked softmax and
+  dropout of multi-head self-attention, with the small per-head matrix products done
+  by a register-blocked micro-kernel (`gemm.h`);
+* `d2lbert_dropout` (`dropout.cc`): dropout (MXNet's draws a Mersenne-Twister number
+  per element);
+* `d2lbert_embedding` (`embedding.cc`): BERT's input embedding, the sum of three
+  lookups, and its dropout.
+
+Dropout inside a kernel draws no random stream: its mask is a hash of a seed and the
+element's position (`common.h`), so the backward pass recomputes it from the seed
+instead of storing it. MXNet does not tell extension operators whether it is
+training; `training_flag` asks MXNet's own Dropout instead.
 
 The library is compiled with the system's C++ compiler (`g++`, or `$CXX`) the first
 time it is needed, against the headers that ship in the MXNet wheel, and cached in
 ``$D2LBERT_KERNEL_CACHE`` (default ``~/.cache/d2lbert/kernels``) under a key of the
-source, the compiler flags and the MXNet version. Where it cannot be built (no
-compiler, a failed build) `available()` is False, with one warning saying why, and the
-blocks fall back to MXNet's own operators (same results, slower);
+sources, the compiler flags, the MXNet installation and the CPU (they are compiled
+for it, `-march=native`). Where they cannot be built (no compiler, a failed build)
+`available()` is False, with one warning saying why, and the blocks fall back to
+MXNet's own operators (same results, slower);
 ``D2LBERT_FUSED_KERNELS=0`` chooses that fallback on purpose, without a warning.
 """
+import ctypes
 import functools
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import warnings
 
 import mxnet as mx
+import numpy as onp
 
 from ..data.cache import atomic_directory, sha1_of_file, sha1_of_strings
 
-SOURCES = ('layer_norm.cc',)
-CXXFLAGS = ['-O3', '-std=c++17', '-shared', '-fPIC', '-fopenmp']
+SOURCES = ('library.cc', 'layer_norm.cc', 'attention.cc', 'dropout.cc', 'embedding.cc')
+HEADERS = ('common.h', 'gemm.h')
+# -march=native: vector instructions of this CPU (the CPU is part of the cache key)
+CXXFLAGS = ['-O3', '-march=native', '-std=c++17', '-shared', '-fPIC', '-fopenmp']
 
 
 def cache_dir():
@@ -45,9 +66,22 @@ def _sources():
         os.path.join(_mxnet_dir(), 'src', 'lib_api.cc')]
 
 
+def _cpu_signature():
+    """The CPU's model and instruction-set flags (what -march=native compiles for)."""
+    try:
+        with open('/proc/cpuinfo', encoding='utf-8') as f:
+            return ''.join(sorted({line for line in f
+                                   if line.startswith(('model name', 'flags'))}))
+    except OSError:
+        return platform.machine()
+
+
 def _library_path(compiler):
+    here = os.path.dirname(os.path.abspath(__file__))
     key = sha1_of_strings([sha1_of_file(path) for path in _sources()],
-                          compiler, CXXFLAGS, mx.__version__)
+                          [sha1_of_file(os.path.join(here, name)) for name in HEADERS],
+                          compiler, CXXFLAGS, mx.__version__,
+                          _cpu_signature())
     return os.path.join(cache_dir(), key[:16], 'd2lbert_kernels.so')
 
 
@@ -80,9 +114,77 @@ def available():
     try:
         if shutil.which(compiler) is None:
             raise RuntimeError(f'no C++ compiler ({compiler!r}) on PATH')
-        mx.library.load(build(compiler), False)
+        load_library(build(compiler))
     except (RuntimeError, OSError, mx.base.MXNetError) as error:
         warnings.warn(f"d2lbert: could not build its CPU kernels ({error}); using MXNet's "
-                      f'own LayerNorm, which gives the same results more slowly.')
+                      f'own operators, which give the same results more slowly.')
         return False
     return True
+
+
+OPERATORS = ('d2lbert_layer_norm', 'd2lbert_add_layer_norm', 'd2lbert_attention',
+             'd2lbert_dropout', 'd2lbert_embedding')
+
+
+def load_library(path):
+    """Load the kernel library into MXNet and make its operators `mx.nd.*` / `mx.sym.*`.
+
+    What `mx.library.load` does, except that it regenerates the Python functions of
+    all ~1000 MXNet operators (0.6 s); this makes only d2lbert's.
+    """
+    from mxnet.base import _LIB, OpHandle, c_str, check_call, mx_uint
+    from mxnet.ndarray.register import _make_ndarray_function
+    from mxnet.symbol.register import _make_symbol_function
+    check_call(_LIB.MXLoadLib(c_str(path), mx_uint(0)))
+    for name in OPERATORS:
+        handle = OpHandle()
+        check_call(_LIB.NNGetOpHandle(c_str(name), ctypes.byref(handle)))
+        for module, make_function in (('ndarray', _make_ndarray_function),
+                                      ('symbol', _make_symbol_function)):
+            function = make_function(handle, name, name)
+            function.__module__ = f'mxnet.{module}'
+            setattr(sys.modules[f'mxnet.{module}'], name, function)
+            setattr(sys.modules[f'mxnet.{module}.op'], name, function)
+
+
+def usable(parameter):
+    """Can a block whose parameters are like `parameter` run d2lbert's kernels? Only
+    on CPU contexts, in float32, and where the kernels could be built."""
+    on_cpu = all(ctx.device_type == 'cpu' for ctx in parameter.list_ctx())
+    return on_cpu and onp.dtype(parameter.dtype) == onp.float32 and available()
+
+
+def training_flag(F, like):
+    """A (1,) float32 array that is 1 outside training and 0 or 2 while training.
+
+    MXNet's Dropout knows whether MXNet is training (it drops only then); applied
+    with p = 0.5 to a 1, it keeps the 1 outside training and makes it 0 or 2 while
+    training. The kernels read this flag. `like`: any float32 array of the graph.
+    """
+    one = F.np.ones_like(like.reshape(-1)[:1])
+    return F.npx.dropout(one, p=0.5)
+
+
+def dropout(F, X, rate):
+    """Dropout of X (..., n) with d2lbert's `d2lbert_dropout` kernel, for a
+    hybrid_forward whose block runs the kernels (see `usable`)."""
+    training = training_flag(F, X)
+    return F.d2lbert_dropout(X.as_nd_ndarray(), training.as_nd_ndarray(),
+                             dropout=rate)[0].as_np_ndarray()
+
+
+def embedding(F, token_vectors, segments, positions, segment_table, position_table, rate):
+    """dropout(token_vectors + segment_table[segments] + position_table[positions]) with
+    d2lbert's `d2lbert_embedding` kernel: (..., H) from (..., H) vectors, (...) ids and
+    (rows, H) tables."""
+    training = training_flag(F, token_vectors)
+    ids = [a.astype('int32') for a in (segments, positions)]
+    # identity: the kernel overwrites the tables' gradients (see LayerNorm)
+    tables = [F.identity(table) for table in as_legacy(segment_table, position_table)]
+    return F.d2lbert_embedding(token_vectors.as_nd_ndarray(), *as_legacy(*ids), *tables,
+                               training.as_nd_ndarray(), dropout=rate)[0].as_np_ndarray()
+
+
+def as_legacy(*arrays):
+    """The arrays as MXNet's legacy NDArrays/Symbols, which extension operators take."""
+    return [array.as_nd_ndarray() for array in arrays]

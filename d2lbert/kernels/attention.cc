@@ -1,0 +1,369 @@
+// Multi-head scaled dot-product self-attention with valid lengths and dropout, forward
+// and backward, as one MXNet extension operator.
+//
+//   d2lbert_attention(qkv, valid_lens, training, heads, dropout) -> (context, lse, seed)
+//     qkv: the projected queries, keys and values, interleaved per head: columns
+//          [q_1 k_1 v_1 q_2 k_2 v_2 ...], each block d = H / heads wide; either
+//          (B, S, 3H), example b in qkv[b] (padded), or
+//          (T, 3H), the examples' valid tokens one after another (packed): example b
+//          in the valid_lens[b] rows after those of examples 0..b-1, rows beyond
+//          sum(valid_lens) unused
+//     valid_lens: (B,) int32; example b attends to its first L_b keys only
+//     training: (1,), see common.h (dropout of the attention weights while training)
+//     context: qkv's shape with H columns, head j in columns [j d, (j + 1) d); 0 in
+//          unused rows
+//     lse: (heads, rows), each query's log of the softmax denominator (kept for backward)
+//     seed: (2,) int32, the seed of the dropout mask (kept for backward)
+//
+// For every example b and head j, with s = 1 / sqrt(d):
+//     P = softmax(s Q K[:L]^T)   (queries, L)   W = P * mask / (1 - p)   (dropout)
+//     context = W V[:L]          (queries, d)
+// Backward, from dC = d context, P recomputed as exp(s Q K[:L]^T - lse):
+//     dW = dC V[:L]^T,  dV[:L] = W^T dC,  dP = dW * mask / (1 - p)
+//     dZ = P * (dP - rowsum(dP * P))          (softmax backward)
+//     dQ = s dZ K[:L],  dK[:L] = s dZ^T Q,    dK and dV are 0 beyond L
+//
+// MXNet 1.9 computes the same with its interleaved_matmul_selfatt_* operators, a
+// masked softmax and a separate dropout (5 operators forward, 5 backward, and the
+// padded keys included). Here each thread takes whole examples, one after another
+// (an example's rows are contiguous in memory, and the next example's are prefetched
+// while this one is computed), does the small products with gemm.h's micro-kernel,
+// and the softmax and dropout while the scores are in cache. Recomputing P (one more
+// small product) instead of storing it saves memory, and the zero gradient MXNet
+// would make for it.
+#include <omp.h>
+
+#include "common.h"
+#include "gemm.h"
+
+using namespace d2lbert;
+
+namespace {
+
+// Where the rows of each example are, in either layout.
+class Layout {
+ public:
+  Layout(const MXTensor& qkv, MXTensor& valid_lens, int heads)
+      : heads_(heads), batch_(valid_lens.shape[0]), rows_(qkv.size() / qkv.shape.back()),
+        hidden_(qkv.shape.back() / 3), first_row_(batch_ + 1, 0), lengths_(batch_, 0) {
+    const bool packed = qkv.shape.size() == 2;
+    const int32_t* lens = valid_lens.data<int32_t>();
+    const int64_t seq = packed ? rows_ : qkv.shape[1];
+    for (int64_t b = 0; b < batch_; ++b) {
+      lengths_[b] = static_cast<int>(std::min<int64_t>(std::max(lens[b], 0), seq));
+      first_row_[b + 1] = first_row_[b] + (packed ? lengths_[b] : seq);
+    }
+  }
+  // packed: the rows the examples fill must fit in qkv
+  bool fits() const { return first_row_[batch_] <= rows_; }
+  int64_t batch() const { return batch_; }
+  int64_t heads() const { return heads_; }
+  int64_t first_row(int64_t b) const { return first_row_[b]; }
+  int queries(int64_t b) const { return static_cast<int>(first_row_[b + 1] - first_row_[b]); }
+  int keys(int64_t b) const { return lengths_[b]; }
+  int max_queries() const {
+    int most = 0;
+    for (int64_t b = 0; b < batch_; ++b) most = std::max(most, queries(b));
+    return most;
+  }
+  int64_t used_rows() const { return first_row_[batch_]; }
+  int64_t rows() const { return rows_; }
+  int64_t hidden() const { return hidden_; }
+  int head_dim() const { return static_cast<int>(hidden_ / heads_); }
+
+ private:
+  int64_t heads_, batch_, rows_, hidden_;
+  std::vector<int64_t> first_row_;
+  std::vector<int> lengths_;
+};
+
+// Head j of example b: where its queries, keys and values are in qkv (row stride
+// ld = 3H), and which rows of the outputs are its.
+struct Head {
+  const float *q, *k, *v;
+  int64_t j, first_row;  // the example's first query
+  int queries, keys, d, ld;
+  Head(const Layout& layout, const float* qkv, int64_t b, int64_t j)
+      : j(j), first_row(layout.first_row(b)), queries(layout.queries(b)),
+        keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())) {
+    q = qkv + first_row * ld + j * 3 * d;
+    k = q + d;
+    v = q + 2 * d;
+  }
+  // Its first query's row in the dropout mask, (rows * heads) rows: row r of qkv has
+  // mask rows r * heads + j, so a query's mask depends on its own row only, not on
+  // how many rows qkv has.
+  int64_t mask_row(const Layout& layout) const { return first_row * layout.heads() + j; }
+  // Its first query's entry in the log-sum-exp output (heads, rows)
+  int64_t lse_index(const Layout& layout) const { return j * layout.rows() + first_row; }
+};
+
+// A thread's working memory, for examples of up to `queries` rows
+struct Scratch {
+  std::vector<float> keys_t, values_t, probs, weights, mask, dscores, gemm;
+  Scratch(int queries, int d)
+      : keys_t(static_cast<size_t>(d) * queries), values_t(keys_t.size()),
+        probs(static_cast<size_t>(queries) * queries), weights(probs.size()),
+        mask(probs.size()), dscores(probs.size()),
+        gemm(gemm_scratch_size(std::max(queries, d))) {}
+};
+
+void zero_rows(float* x, int64_t rows, int64_t width, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + width, 0.f);
+}
+
+// Ask the CPU to start loading `rows` rows of `width` floats (row stride ld): the next
+// example's, while this one is computed (without it, the loads of each new example
+// stall the arithmetic).
+void prefetch_rows(const float* first, int64_t rows, int64_t width, int64_t ld, bool write) {
+  constexpr int64_t kLine = 64 / sizeof(float);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; c += kLine) {
+      if (write)
+        __builtin_prefetch(first + r * ld + c, 1);
+      else
+        __builtin_prefetch(first + r * ld + c);
+    }
+}
+
+// scratch->probs = s Q K^T, (queries, keys), row stride keys
+void scaled_scores(const Head& h, Scratch* scratch) {
+  transpose(h.k, h.keys, h.d, h.ld, scratch->keys_t.data());
+  gemm(h.queries, h.keys, h.d, 1.f / std::sqrt(static_cast<float>(h.d)), {h.q, h.ld, 1},
+       scratch->keys_t.data(), h.keys, scratch->probs.data(), h.keys, false,
+       scratch->gemm.data());
+}
+
+// Softmax of each row in place; each row's log-sum-exp into lse.
+void softmax_rows(float* scores, int rows, int n, float* lse) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = scores + static_cast<int64_t>(r) * n;
+    float max = -INFINITY;
+#pragma omp simd reduction(max : max)
+    for (int c = 0; c < n; ++c) max = std::max(max, row[c]);
+    float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < n; ++c) {
+      row[c] = exp_nonpositive(row[c] - max);
+      sum += row[c];
+    }
+    const float inverse = 1.f / sum;
+    for (int c = 0; c < n; ++c) row[c] *= inverse;
+    lse[r] = max + std::log(sum);
+  }
+}
+
+// The softmax again, from the scores and the forward pass's log-sum-exp.
+void softmax_from_lse(float* scores, int rows, int n, const float* lse) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = scores + static_cast<int64_t>(r) * n;
+    const float row_lse = lse[r];
+#pragma omp simd
+    for (int c = 0; c < n; ++c) {
+      const float x = row[c] - row_lse;  // <= 0 up to rounding
+      row[c] = exp_nonpositive(x < 0.f ? x : 0.f);
+    }
+  }
+}
+
+// weights = probs * mask (rows, n); the mask too if `mask` is not null. Query r's mask
+// row is first_row + r * row_step.
+void apply_dropout(const Dropout& dropout, int64_t first_row, int64_t row_step,
+                   const float* probs, int rows, int n, float* mask, float* weights) {
+  for (int r = 0; r < rows; ++r) {
+    float* w = weights + static_cast<int64_t>(r) * n;
+    float* m = mask ? mask + static_cast<int64_t>(r) * n : w;
+    dropout.row_mask(first_row + r * row_step, n, m);
+    const float* p = probs + static_cast<int64_t>(r) * n;
+    for (int c = 0; c < n; ++c) w[c] = m[c] * p[c];
+  }
+}
+
+// Head h forward: its columns of context, its queries' log-sum-exp
+void head_forward(const Layout& layout, const Head& h, const Dropout& dropout,
+                  float* context, float* lse, Scratch* scratch) {
+  const int64_t H = layout.hidden();
+  float* c = context + h.first_row * H + h.j * h.d;
+  if (h.keys == 0) {
+    zero_rows(c, h.queries, h.d, H);
+    return;
+  }
+  scaled_scores(h, scratch);
+  float* probs = scratch->probs.data();
+  softmax_rows(probs, h.queries, h.keys, lse + h.lse_index(layout));
+  const float* w = probs;
+  if (dropout.active()) {
+    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, h.keys,
+                  nullptr, scratch->weights.data());
+    w = scratch->weights.data();
+  }
+  gemm(h.queries, h.d, h.keys, 1.f, {w, h.keys, 1}, h.v, h.ld, c, H, false,
+       scratch->gemm.data());
+}
+
+// dZ = P * (dP - rowsum(dP * P)) in place of dP (rows, n); dP = dW * mask if dropout
+void softmax_backward(float* dz, const float* probs, const float* mask, int rows, int n) {
+  for (int r = 0; r < rows; ++r) {
+    float* row = dz + static_cast<int64_t>(r) * n;
+    const float* p = probs + static_cast<int64_t>(r) * n;
+    if (mask) {
+      const float* m = mask + static_cast<int64_t>(r) * n;
+      for (int c = 0; c < n; ++c) row[c] *= m[c];
+    }
+    float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+    for (int c = 0; c < n; ++c) dot += row[c] * p[c];
+    for (int c = 0; c < n; ++c) row[c] = p[c] * (row[c] - dot);
+  }
+}
+
+// Head h backward: its columns of dqkv
+void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
+                   const float* dcontext, const float* lse, float* dqkv, Scratch* scratch) {
+  const int64_t H = layout.hidden();
+  const int n = h.keys;
+  float* dq = dqkv + h.first_row * h.ld + h.j * 3 * h.d;
+  float *dk = dq + h.d, *dv = dq + 2 * h.d;
+  const float* dc = dcontext + h.first_row * H + h.j * h.d;
+  zero_rows(dk + static_cast<int64_t>(n) * h.ld, h.queries - n, h.d, h.ld);
+  zero_rows(dv + static_cast<int64_t>(n) * h.ld, h.queries - n, h.d, h.ld);
+  if (n == 0) {
+    zero_rows(dq, h.queries, h.d, h.ld);
+    return;
+  }
+  scaled_scores(h, scratch);
+  float* probs = scratch->probs.data();
+  softmax_from_lse(probs, h.queries, n, lse + h.lse_index(layout));
+  const float* w = probs;
+  if (dropout.active()) {
+    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, n,
+                  scratch->mask.data(), scratch->weights.data());
+    w = scratch->weights.data();
+  }
+  float* dz = scratch->dscores.data();  // dW, then dZ: (queries, n)
+  float* gemm_scratch = scratch->gemm.data();
+  transpose(h.v, n, h.d, h.ld, scratch->values_t.data());
+  gemm(h.queries, n, h.d, 1.f, {dc, H, 1}, scratch->values_t.data(), n, dz, n, false,
+       gemm_scratch);                                                       // dW = dC V^T
+  gemm(n, h.d, h.queries, 1.f, {w, 1, n}, dc, H, dv, h.ld, false, gemm_scratch);  // W^T dC
+  softmax_backward(dz, probs, dropout.active() ? scratch->mask.data() : nullptr, h.queries, n);
+  const float s = 1.f / std::sqrt(static_cast<float>(h.d));
+  gemm(h.queries, h.d, n, s, {dz, n, 1}, h.k, h.ld, dq, h.ld, false, gemm_scratch);  // dZ K
+  gemm(n, h.d, h.queries, s, {dz, 1, n}, h.q, h.ld, dk, h.ld, false, gemm_scratch);  // dZ^T Q
+}
+
+MXReturnValue check_layout(const Layout& layout) {
+  if (!layout.fits()) {
+    MX_ERROR_MSG << "d2lbert_attention: packed qkv has " << layout.rows()
+                 << " rows, fewer than sum(valid_lens) = " << layout.used_rows();
+    return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}
+
+}  // namespace
+
+// inputs: qkv, valid_lens, training; outputs: context, lse, seed
+MXReturnValue attention_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,
+                                std::vector<MXTensor>* outputs, const OpResource& res) {
+  const Layout layout((*inputs)[0], (*inputs)[1], int_attribute(attrs, "heads", 1));
+  if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
+  const float* qkv = (*inputs)[0].data<float>();
+  Dropout dropout = dropout_of(attrs, (*inputs)[2]);
+  draw_seed(res, &dropout, &(*outputs)[2]);
+  float* context = (*outputs)[0].data<float>();
+  float* lse = (*outputs)[1].data<float>();
+  const int64_t H = layout.hidden(), used = layout.used_rows();
+  zero_rows(context + used * H, layout.rows() - used, H, H);
+#pragma omp parallel
+  {
+    Scratch scratch(layout.max_queries(), layout.head_dim());
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < layout.batch(); ++b) {
+      if (b + 1 < layout.batch())
+        prefetch_rows(qkv + layout.first_row(b + 1) * 3 * H, layout.queries(b + 1), 3 * H,
+                      3 * H, false);
+      for (int64_t j = 0; j < layout.heads(); ++j)
+        head_forward(layout, Head(layout, qkv, b, j), dropout, context, lse, &scratch);
+    }
+  }
+  return MX_SUCCESS;
+}
+
+// inputs: dcontext, dlse, dseed (unused), qkv, valid_lens, training, context, lse, seed;
+// outputs: dqkv, dvalid_lens, dtraining (0: not differentiable)
+MXReturnValue attention_backward(const Attributes& attrs, std::vector<MXTensor>* inputs,
+                                 std::vector<MXTensor>* outputs, const OpResource& res) {
+  const Layout layout((*inputs)[3], (*inputs)[4], int_attribute(attrs, "heads", 1));
+  const float* dcontext = (*inputs)[0].data<float>();
+  const float* qkv = (*inputs)[3].data<float>();
+  const float* lse = (*inputs)[7].data<float>();
+  const Dropout dropout = saved_dropout(attrs, (*inputs)[5], (*inputs)[8]);
+  float* dqkv = (*outputs)[0].data<float>();
+  std::fill_n((*outputs)[1].data<int32_t>(), (*outputs)[1].size(), 0);
+  (*outputs)[2].data<float>()[0] = 0.f;
+  const int64_t H = layout.hidden(), used = layout.used_rows();
+  zero_rows(dqkv + used * 3 * H, layout.rows() - used, 3 * H, 3 * H);
+#pragma omp parallel
+  {
+    Scratch scratch(layout.max_queries(), layout.head_dim());
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < layout.batch(); ++b) {
+      if (b + 1 < layout.batch()) {
+        const int64_t next = layout.first_row(b + 1), rows = layout.queries(b + 1);
+        prefetch_rows(qkv + next * 3 * H, rows, 3 * H, 3 * H, false);
+        prefetch_rows(dcontext + next * H, rows, H, H, false);
+        prefetch_rows(dqkv + next * 3 * H, rows, 3 * H, 3 * H, true);
+      }
+      for (int64_t j = 0; j < layout.heads(); ++j)
+        head_backward(layout, Head(layout, qkv, b, j), dropout, dcontext, lse, dqkv,
+                      &scratch);
+    }
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue attention_parse_attrs(const Attributes& attrs, int* num_inputs,
+                                    int* num_outputs) {
+  *num_inputs = 3;
+  *num_outputs = 3;
+  return MX_SUCCESS;
+}
+
+MXReturnValue attention_infer_type(const Attributes& attrs, std::vector<int>* in_types,
+                                   std::vector<int>* out_types) {
+  if (check_types("d2lbert_attention", *in_types, {1}) != MX_SUCCESS) return MX_FAIL;
+  (*out_types) = {kFloat32, kFloat32, kInt32};
+  return MX_SUCCESS;
+}
+
+MXReturnValue attention_infer_shape(const Attributes& attrs,
+                                    std::vector<std::vector<unsigned int>>* in_shapes,
+                                    std::vector<std::vector<unsigned int>>* out_shapes) {
+  const std::vector<unsigned int>& qkv = (*in_shapes)[0];
+  const std::vector<unsigned int>& valid_lens = (*in_shapes)[1];
+  const int heads = int_attribute(attrs, "heads", 1);
+  const bool padded = qkv.size() == 3 && valid_lens == std::vector<unsigned int>{qkv[0]};
+  const bool packed = qkv.size() == 2 && valid_lens.size() == 1;
+  if (!(padded || packed) || heads < 1 || qkv.back() % (3 * heads) != 0 ||
+      (*in_shapes)[2] != std::vector<unsigned int>{1}) {
+    MX_ERROR_MSG << "d2lbert_attention: qkv must be (batch, seq, 3 * hidden) or "
+                    "(tokens, 3 * hidden) with hidden divisible by heads, valid_lens "
+                    "(batch,), training (1,)";
+    return MX_FAIL;
+  }
+  std::vector<unsigned int> context = qkv;
+  context.back() /= 3;
+  const unsigned int rows = padded ? qkv[0] * qkv[1] : qkv[0];
+  (*out_shapes)[0] = context;
+  (*out_shapes)[1] = {static_cast<unsigned int>(heads), rows};
+  (*out_shapes)[2] = {2};
+  return MX_SUCCESS;
+}
+
+REGISTER_OP(d2lbert_attention)
+.setForward(attention_forward, "cpu")
+.setBackward(attention_backward, "cpu")
+.setParseAttrs(attention_parse_attrs)
+.setInferType(attention_infer_type)
+.setInferShape(attention_infer_shape);

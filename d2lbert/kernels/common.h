@@ -1,0 +1,135 @@
+// What d2lbert's kernels share: attributes, a vectorizable exp and dropout masks.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mxnet/lib_api.h"
+
+namespace d2lbert {
+
+using namespace mxnet::ext;  // MXTensor, OpResource, MXReturnValue, MX_SUCCESS, ...
+using Attributes = std::unordered_map<std::string, std::string>;
+
+inline float float_attribute(const Attributes& attrs, const char* name, float fallback) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? fallback : std::stof(it->second);
+}
+
+inline int int_attribute(const Attributes& attrs, const char* name, int fallback) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? fallback : std::stoi(it->second);
+}
+
+// Every input must be float32, except those listed in `int_inputs` (int32).
+inline MXReturnValue check_types(const char* op, const std::vector<int>& types,
+                                 const std::vector<size_t>& int_inputs = {}) {
+  for (size_t i = 0; i < types.size(); ++i) {
+    bool is_int = std::find(int_inputs.begin(), int_inputs.end(), i) != int_inputs.end();
+    if (types[i] != (is_int ? kInt32 : kFloat32)) {
+      MX_ERROR_MSG << op << ": input " << i << " must be " << (is_int ? "int32" : "float32");
+      return MX_FAIL;
+    }
+  }
+  return MX_SUCCESS;
+}
+
+// exp(x) for x <= 0 (softmax after subtracting the maximum): 2^n * p(r) with
+// x = n ln2 + r, |r| <= ln2 / 2, and Cephes' polynomial p (relative error < 2e-7).
+// Unlike std::exp, the compiler turns a loop of it into vector instructions. n is
+// rounded by adding 1.5 * 2^23 (the float sum keeps no fraction), which also leaves
+// n in the sum's low bits (std::floor or an int conversion would keep loops scalar).
+inline float exp_nonpositive(float x) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23, bits 0x4B400000
+  x = x > -87.0f ? x : -87.0f;
+  const float shifted = x * 1.44269504f + kRound;
+  const float n = shifted - kRound;  // round(x / ln2)
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t two_to_n = (__builtin_bit_cast(int32_t, shifted) - 0x4B400000 + 127) << 23;
+  return p * __builtin_bit_cast(float, two_to_n);
+}
+
+// Dropout without a random-number stream: element (row, column) is kept iff a hash of
+// (seed, row, column) is at least p * 2^32. Any thread can compute any part of the
+// mask, in any order, and the backward pass recomputes it from the seed instead of
+// storing it. The hash is "lowbias32" (Chris Wellons), a 32-bit integer mixer.
+inline uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+struct Dropout {
+  float rate = 0.f;        // p, the probability of dropping an element
+  uint32_t threshold = 0;  // p * 2^32
+  uint32_t seed[2] = {0, 0};
+
+  bool active() const { return rate > 0.f; }
+  float keep_scale() const { return 1.f / (1.f - rate); }
+
+  uint32_t row_key(int64_t row) const {
+    return mix32(mix32(static_cast<uint32_t>(row) ^ seed[0]) +
+                 (static_cast<uint32_t>(static_cast<uint64_t>(row) >> 32) ^ seed[1]));
+  }
+  // mask[j] = 1 / (1 - p) or 0 for columns j in [first, last) of `row`
+  void mask_columns(int64_t row, int64_t first, int64_t last, float* mask) const {
+    const uint32_t key = row_key(row);
+    const float scale = keep_scale();
+    for (int64_t j = first; j < last; ++j)
+      mask[j] = mix32(key + static_cast<uint32_t>(j) * 0x9e3779b9u) >= threshold ? scale : 0.f;
+  }
+  // the first n columns
+  void row_mask(int64_t row, int n, float* mask) const { mask_columns(row, 0, n, mask); }
+};
+
+// The dropout of an op: attribute "dropout" (p) and the training flag. MXNet does not
+// tell extension operators whether it is training, so the blocks pass `training`, a
+// one-element tensor that MXNet's own Dropout made from a 1: it stays 1 outside
+// training and becomes 0 or 2 in training (see d2lbert/kernels/__init__.py).
+inline Dropout dropout_of(const Attributes& attrs, MXTensor& training) {
+  Dropout dropout;
+  const float rate = float_attribute(attrs, "dropout", 0.f);
+  if (rate > 0.f && training.data<float>()[0] != 1.f) {
+    dropout.rate = rate;
+    dropout.threshold = static_cast<uint32_t>(std::min(rate * 4294967296.0, 4294967295.0));
+  }
+  return dropout;
+}
+
+// A fresh seed from MXNet's CPU random state (seeded by mx.random.seed), stored in the
+// op's int32 output `seed` (2,) so that the backward pass can rebuild the mask.
+inline void draw_seed(const OpResource& res, Dropout* dropout, MXTensor* seed_output) {
+  int32_t* out = seed_output->data<int32_t>();
+  if (dropout->active()) {
+    mx_cpu_rand_t& rng = res.get_cpu_rand_states()[0];
+    dropout->seed[0] = static_cast<uint32_t>(rng());
+    dropout->seed[1] = static_cast<uint32_t>(rng());
+  }
+  std::memcpy(out, dropout->seed, sizeof dropout->seed);
+}
+
+// The dropout the forward pass used: its rate from the attributes, active iff its
+// training flag was, the seed it stored.
+inline Dropout saved_dropout(const Attributes& attrs, MXTensor& training,
+                             MXTensor& seed) {
+  Dropout dropout = dropout_of(attrs, training);
+  std::memcpy(dropout.seed, seed.data<int32_t>(), sizeof dropout.seed);
+  return dropout;
+}
+
+}  // namespace d2lbert
