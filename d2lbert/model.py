@@ -1,8 +1,8 @@
 """`BERTModel`: the encoder and both pretraining heads, composed."""
-from mxnet import autograd
+from mxnet import autograd, np
 from mxnet.gluon import nn
 
-from . import checks
+from . import checks, kernels, packing
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier
@@ -89,20 +89,28 @@ class BERTModel(nn.HybridBlock):
         The losses are computed by a `PretrainingObjective`, one graph with the
         model; under `autograd.record()` it computes the masked-LM gradient in the
         forward pass (`mlm_loss.py`): a book-size CPU step went from 4.6 s to 2.7 s.
+        Where d2lbert's kernels run, the batch is packed: the encoder computes on
+        its valid tokens only, not on the padding (`packing.py`).
         """
         valid_lens = self.encoder.check_inputs(tokens, segments, valid_lens)
         checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
                                          nsp_labels, *tokens.shape,
                                          self.mlm.vocab_size)
-        objective = self.objective(autograd.is_recording(), with_accuracy)
-        return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
-                         mlm_labels, nsp_labels)
+        inputs = [tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels,
+                  nsp_labels]
+        packed = (kernels.usable(self.encoder.token_embedding.weight) and packing.packable(
+            valid_lens.asnumpy(), pred_positions.asnumpy(), mlm_weights.asnumpy()))
+        objective = self.objective(autograd.is_recording(), with_accuracy, packed)
+        if packed:
+            token_index = packing.token_index(valid_lens.asnumpy(), tokens.shape[1])
+            inputs.append(np.array(token_index, dtype='int32', ctx=tokens.ctx))
+        return objective(*inputs)
 
-    def objective(self, with_gradient=True, with_accuracy=False):
+    def objective(self, with_gradient=True, with_accuracy=False, packed=False):
         """The (cached) `PretrainingObjective` of this model, hybridized like it."""
-        key = (with_gradient, with_accuracy)
+        key = (with_gradient, with_accuracy, packed)
         if key not in self._objectives.blocks:
-            objective = PretrainingObjective(self, with_gradient, with_accuracy)
+            objective = PretrainingObjective(self, with_gradient, with_accuracy, packed)
             active, kwargs = self._hybridize_args
             objective.hybridize(active, **kwargs)
             self._objectives.blocks[key] = objective

@@ -11,10 +11,13 @@ class PretrainingObjective(nn.HybridBlock):
     """Encoder, both heads and both losses of a `BERTModel`, in one hybridizable block.
 
     forward(tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels,
-            nsp_labels) returns (mlm_loss, nsp_loss), scalars, followed by
-    (mlm_accuracy, nsp_accuracy) if with_accuracy.
+            nsp_labels[, token_index]) returns (mlm_loss, nsp_loss), scalars, followed
+    by (mlm_accuracy, nsp_accuracy) if with_accuracy.
       tokens, segments: (batch_size, seq_len); valid_lens, nsp_labels: (batch_size,)
       pred_positions, mlm_weights, mlm_labels: (batch_size, num_preds)
+      token_index: (num_rows,), only if packed: the encoder then runs on the valid
+        tokens only (`d2lbert.packing`); every real prediction slot must point at a
+        valid token
 
     It shares the model's parameters and is not one of its children (the model keeps
     it, `BERTModel.pretraining_loss` calls it). Hybridized, the losses are part of
@@ -24,20 +27,27 @@ class PretrainingObjective(nn.HybridBlock):
     training; with_accuracy adds an argmax over all logits, so training asks for it
     only on the steps it logs.
     """
-    def __init__(self, model, with_gradient=True, with_accuracy=False):
+    def __init__(self, model, with_gradient=True, with_accuracy=False, packed=False):
         super().__init__(prefix=model.prefix + 'objective_')
         self._model = weakref.ref(model)  # the model owns this block, not the reverse
         self.params.update(model.collect_params())
         self.output_weight = model.mlm.output_weight
         self.output_bias = model.mlm.output_bias
         self.with_gradient, self.with_accuracy = with_gradient, with_accuracy
+        self.packed = packed
 
     def hybrid_forward(self, F, tokens, segments, valid_lens, pred_positions, mlm_weights,
-                       mlm_labels, nsp_labels, output_weight, output_bias):
+                       mlm_labels, nsp_labels, token_index=None, output_weight=None,
+                       output_bias=None):
         model = self._model()
-        encoded = model.encoder(tokens, segments, valid_lens)
-        nsp_logits = model.nsp(encoded)
-        hidden = model.mlm.transform(gather_positions(encoded, pred_positions))
+        if self.packed:
+            cls, predicted = self._encode_packed(F, model, tokens, segments, valid_lens,
+                                                 pred_positions, token_index)
+        else:
+            encoded = model.encoder(tokens, segments, valid_lens)
+            cls, predicted = encoded[:, 0, :], gather_positions(encoded, pred_positions)
+        nsp_logits = model.nsp.output(model.nsp.pooler(cls))
+        hidden = model.mlm.transform(predicted)
         hidden = F.npx.reshape(hidden, (-5, -2))  # (batch_size * num_preds, num_hiddens)
         mlm_labels = mlm_labels.reshape(-1).astype('int32')
         mlm_weights = mlm_weights.reshape(-1)
@@ -52,6 +62,17 @@ class PretrainingObjective(nn.HybridBlock):
         mlm_accuracy = (mlm_correct * mlm_weights).sum() / (mlm_weights.sum() + 1e-8)
         nsp_accuracy = (F.np.argmax(nsp_logits, axis=-1).astype('int32') == nsp_labels).mean()
         return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy
+
+    @staticmethod
+    def _encode_packed(F, model, tokens, segments, valid_lens, pred_positions, token_index):
+        """The encoded <cls> tokens (batch_size, num_hiddens) and predicted positions
+        (batch_size, num_preds, num_hiddens), with the encoder on packed rows."""
+        encoded = model.encoder.packed(F, tokens, segments, valid_lens, token_index)
+        valid_lens = valid_lens.astype('int32')
+        first_rows = F.np.cumsum(valid_lens) - valid_lens  # each example's <cls> row
+        pred_rows = first_rows.reshape(-1, 1) + pred_positions.astype('int32')
+        return (F.np.take(encoded, first_rows, axis=0),
+                F.np.take(encoded, pred_rows, axis=0))
 
 
 class ObjectiveCache:

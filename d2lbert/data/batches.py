@@ -111,15 +111,20 @@ def make_batch(examples, indices, seq_len, num_slots, masking_rng=None):
         np.asarray(examples.nsp_labels[indices], dtype=np.int32))
 
 
-def plan_epoch(bucket_of, batch_size, rng, shuffle=True, last_batch='keep'):
+def plan_epoch(bucket_of, batch_size, rng, shuffle=True, last_batch='keep',
+               lengths=None):
     """Split example indices into batches of one bucket each, for one epoch.
 
     Within each bucket the examples are shuffled and cut into full batches;
     the leftovers of all buckets are pooled, in bucket order, into the
     remaining batches (so there is at most one partial batch, and at most
     ``ceil(n / batch_size)`` batches as with the book's DataLoader). The
-    batch order is then shuffled. With ``last_batch='discard'`` the partial
-    batch is dropped.
+    batch order is then shuffled, except that, given the examples'
+    ``lengths``, the batch with the most tokens goes first: a hybridized model
+    plans its memory for the largest batch at once, and the others reuse that
+    memory (growing it later costs fresh memory, slow to touch the first time;
+    a batch too large for the device fails at once, not mid-epoch). With
+    ``last_batch='discard'`` the partial batch is dropped.
 
     Returns a list of int64 index arrays.
     """
@@ -141,6 +146,9 @@ def plan_epoch(bucket_of, batch_size, rng, shuffle=True, last_batch='keep'):
             batches.append(batch)
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
+    if lengths is not None and batches:
+        largest = int(np.argmax([lengths[batch].sum() for batch in batches]))
+        batches.insert(0, batches.pop(largest))
     return batches
 
 
@@ -180,7 +188,7 @@ class PretrainingBatches:
         """The example indices of every batch of ``epoch``."""
         rng = np.random.default_rng([self.seed, 3, epoch])
         return plan_epoch(self._bucket_of, self.batch_size, rng,
-                          self.shuffle, self.last_batch)
+                          self.shuffle, self.last_batch, self.examples.lengths)
 
     def __len__(self):
         return self._num_batches

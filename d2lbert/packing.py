@@ -1,0 +1,49 @@
+"""Packing: computing on the valid tokens of a batch only, not on its padding.
+
+A padded batch (batch_size, seq_len) spends the same work on padding as on real
+tokens; with lengths spread between seq_len / 2 and seq_len, a quarter of it. The
+encoder can instead run on the valid tokens one after another ("packed": example b's
+valid_lens[b] tokens, then the next example's), a (num_rows, num_hiddens) matrix:
+dense layers, LayerNorm and dropout treat rows independently, and d2lbert's attention
+kernel knows from valid_lens which rows form which example.
+
+A hybridized graph plans its memory for each new input shape (the first batch of
+a shape costs a one-time setup), so the number of rows is rounded up to a multiple
+of 1/32 of batch_size * seq_len: a few shapes per batch shape. (d2lbert's batches
+come largest first, so that memory is planned for the largest shape at once.)
+The number of rows is a function of the batch alone: the results must not depend
+on what ran before (a resumed run computes exactly what an uninterrupted one does;
+oneDNN's weight gradients differ in rounding with the number of rows).
+"""
+import numpy as onp
+
+ROW_GRANULARITY = 32   # rows rounded up to a multiple of (batch_size * seq_len) / 32
+
+
+def packed_rows(valid_lens, seq_len):
+    """The number of rows of the packed batch: sum(valid_lens), rounded up."""
+    padded = len(valid_lens) * seq_len
+    granule = -(-padded // ROW_GRANULARITY)
+    return min(padded, -(-int(valid_lens.sum()) // granule) * granule)
+
+
+def packable(valid_lens, pred_positions, mlm_weights):
+    """Can this batch be packed? Not if a real prediction slot points at padding
+    (packed, it would read another example's token). Host NumPy arrays."""
+    return not ((onp.asarray(pred_positions) >= onp.asarray(valid_lens)[:, None])
+                & (onp.asarray(mlm_weights) > 0)).any()
+
+
+def token_index(valid_lens, seq_len):
+    """Where each packed row comes from.
+
+    valid_lens: (batch_size,) host NumPy array
+    returns: int32 (num_rows,), the flat index b * seq_len + t of each packed row's
+      token: the valid tokens of example 0, then of example 1, ...; then 0 for the
+      rows that only round num_rows up
+    """
+    valid_lens = onp.asarray(valid_lens).astype(onp.int64)
+    index = onp.zeros(packed_rows(valid_lens, seq_len), dtype=onp.int32)
+    flat = onp.flatnonzero(onp.arange(seq_len)[None, :] < valid_lens[:, None])
+    index[:len(flat)] = flat
+    return index
