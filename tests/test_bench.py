@@ -21,7 +21,7 @@ def test_flops_match_a_hand_count():
     # One layer, h=4, f=8: Q, K, V, output are 4x4 (16 each), the FFN 4x8 + 8x4.
     assert dense_parameters(TINY) == 4 * 16 + 32 + 32
     tokens = 2 * 3
-    flops = step_flops(TINY)
+    flops = step_flops(TINY, [3, 3])
     # forward + backward = 3 x forward; a matrix product costs 2 FLOPs per multiply-add.
     assert flops['dense'] == 3 * 2 * 128 * tokens == 4608
     # Q Kᵀ: (3 x 4) @ (4 x 3) per sequence = 36 multiply-adds, weights @ V the same.
@@ -29,6 +29,15 @@ def test_flops_match_a_hand_count():
     assert flops['mlm'] == 3 * 2 * (4 * 4 + 4 * 10) * 2 == 672      # h->h, h->V; 2 slots
     assert flops['nsp'] == 3 * 2 * (4 * 4 + 4 * 2) * 2 == 288       # pooler, classifier
     assert flops['total'] == 4608 + 864 + 672 + 288
+
+
+def test_flops_count_real_tokens_only():
+    """Padding is not model work: lengths 3 and 1 of seq_len 3 count 4 tokens, and
+    attention 3² + 1² query-key pairs per head dimension."""
+    flops = step_flops(TINY, [3, 1])
+    assert flops['dense'] == 3 * 2 * 128 * 4
+    assert flops['attention'] == 3 * 2 * 2 * (9 + 1) * 4
+    assert flops['mlm'] == step_flops(TINY, [3, 3])['mlm']
 
 
 def test_dense_parameters_match_the_model():
@@ -79,7 +88,8 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
     results = json.loads(report.read_text())
     assert results['gemm']['flops_per_s'] > 0
     runs = results['steps']['quick']
-    assert runs['flops']['total'] == step_flops(BenchConfig(**runs['config']))['total']
+    config = BenchConfig(**runs['config'])
+    assert runs['flops']['total'] == step_flops(config, random_batch(config)['valid_lens'])['total']
     for impl in ('d2lbert', 'd2l', 'gluonnlp'):
         assert 'error' not in runs[impl], runs[impl]
         assert runs[impl]['pairs_per_s'] > 0 and runs[impl]['peak_rss_mb'] > 0

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from .configs import get_config
+from .configs import get_config, random_batch
 from .flops import step_flops
 
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
@@ -70,7 +70,8 @@ def bench_steps(options, log=print):
     results = {}
     for name in options.configs:
         config = get_config(name)
-        results[name] = {'config': config.to_dict(), 'flops': step_flops(config)}
+        valid_lens = random_batch(config)['valid_lens']
+        results[name] = {'config': config.to_dict(), 'flops': step_flops(config, valid_lens)}
         for impl in (i for i in IMPLEMENTATIONS if i in options.only):
             log(f'steps: {name} / {impl} ...')
             results[name][impl] = run_worker(
