@@ -98,8 +98,8 @@ class BERTModel(nn.HybridBlock):
                                          self.mlm.vocab_size)
         inputs = [tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels,
                   nsp_labels]
-        packed = (kernels.usable(self.encoder.token_embedding.weight) and packing.packable(
-            valid_lens.asnumpy(), pred_positions.asnumpy(), mlm_weights.asnumpy()))
+        packed = (kernels.usable(self.encoder.token_embedding.weight)
+                  and packing.packable(valid_lens.asnumpy(), pred_positions.asnumpy()))
         objective = self.objective(autograd.is_recording(), with_accuracy, packed)
         if packed:
             token_index = packing.token_index(valid_lens.asnumpy(), tokens.shape[1])

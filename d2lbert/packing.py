@@ -27,11 +27,11 @@ def packed_rows(valid_lens, seq_len):
     return min(padded, -(-int(valid_lens.sum()) // granule) * granule)
 
 
-def packable(valid_lens, pred_positions, mlm_weights):
-    """Can this batch be packed? Not if a real prediction slot points at padding
-    (packed, it would read another example's token). Host NumPy arrays."""
-    return not ((onp.asarray(pred_positions) >= onp.asarray(valid_lens)[:, None])
-                & (onp.asarray(mlm_weights) > 0)).any()
+def packable(valid_lens, pred_positions):
+    """Can this batch be packed? Not if a prediction slot, even a padding one, points
+    at padding: packed, it would read another example's token, or past the last row.
+    (d2lbert's batches put padding slots at position 0.) Host NumPy arrays."""
+    return bool((onp.asarray(pred_positions) < onp.asarray(valid_lens)[:, None]).all())
 
 
 def token_index(valid_lens, seq_len):
