@@ -132,7 +132,7 @@ def run_script(tmp_path, **env):
 
 
 def test_three_openmp_threads_agree_with_numpy(tmp_path):
-    """The gamma/beta sums are per-thread partial sums: check them with 3 threads."""
+    """The gamma/beta sums are partial sums over blocks of rows: check them with 3 threads."""
     result = run_script(tmp_path, OMP_NUM_THREADS='3')
     assert result.returncode == 0, result.stderr
     assert 'available True' in result.stdout and 'ok' in result.stdout

@@ -1,0 +1,195 @@
+"""d2lbert's attention kernel (`d2lbert_attention`) against a float64 NumPy attention:
+padded and packed layouts, dropout with the kernel's own mask (recomputed in NumPy
+from its seed), gradients; and the `MultiHeadAttention` block against MXNet's operators.
+"""
+import mxnet as mx
+import numpy as onp
+import pytest
+from mxnet import autograd, np
+
+from d2lbert import kernels
+from d2lbert.attention import MultiHeadAttention
+from dropout_masks import dropout_mask
+
+TRAINING, NOT_TRAINING = 2.0, 1.0  # values of the training flag (kernels.training_flag)
+
+
+@pytest.fixture(autouse=True)
+def loaded_kernels():
+    """CI has a compiler: the kernels must build (this also loads them into MXNet)."""
+    assert kernels.available()
+
+
+def example_rows(lens, seq_len, packed):
+    """First row of each example and its number of query rows."""
+    counts = onp.asarray(lens) if packed else onp.full(len(lens), seq_len)
+    return onp.concatenate([[0], onp.cumsum(counts)[:-1]]), counts
+
+
+def numpy_attention(qkv, lens, heads, seq_len, packed, dcontext, mask=None):
+    """Context and d qkv in float64. qkv: (rows, 3H) interleaved per head;
+    mask(mask_rows, columns): the dropout mask, or None."""
+    rows, hidden = qkv.shape[0], qkv.shape[1] // 3
+    d = hidden // heads
+    context, dqkv = onp.zeros((rows, hidden)), onp.zeros_like(qkv)
+    for b, (first, count) in enumerate(zip(*example_rows(lens, seq_len, packed))):
+        L = int(lens[b])
+        for j in range(heads):
+            block = qkv[first:first + count, j * 3 * d:(j + 1) * 3 * d]
+            Q, K, V = block[:, :d], block[:L, d:2 * d], block[:L, 2 * d:]
+            scores = Q @ K.T / onp.sqrt(d)
+            P = onp.exp(scores - scores.max(axis=1, keepdims=True))
+            P /= P.sum(axis=1, keepdims=True)
+            M = (onp.ones_like(P) if mask is None
+                 else mask((first + onp.arange(count)) * heads + j, L))
+            W = P * M
+            context[first:first + count, j * d:(j + 1) * d] = W @ V
+            dC = dcontext[first:first + count, j * d:(j + 1) * d]
+            dP = (dC @ V.T) * M
+            dZ = P * (dP - (dP * P).sum(axis=1, keepdims=True))
+            grad = dqkv[first:first + count, j * 3 * d:(j + 1) * 3 * d]
+            grad[:, :d] = dZ @ K / onp.sqrt(d)
+            grad[:L, d:2 * d] = dZ.T @ Q / onp.sqrt(d)
+            grad[:L, 2 * d:] = W.T @ dC
+    return context, dqkv
+
+
+def run_kernel(qkv, lens, heads, rate=0.0, flag=TRAINING, dcontext=None):
+    """The kernel's context, d qkv and dropout seed (imperative, with autograd)."""
+    x = np.array(qkv, dtype='float32')
+    x.attach_grad()
+    with autograd.record():
+        context, _, seed = mx.nd.d2lbert_attention(
+            x.as_nd_ndarray(), np.array(lens, dtype='int32').as_nd_ndarray(),
+            mx.nd.array([flag]), heads=heads, dropout=rate)
+    context.backward(mx.nd.array(dcontext))
+    return context.asnumpy(), x.grad.asnumpy(), seed.asnumpy()
+
+
+def random_case(batch, seq_len, hidden, packed, seed=0, extra_rows=3):
+    rng = onp.random.default_rng(seed)
+    lens = rng.integers(1, seq_len + 1, size=batch)
+    lens[0], lens[-1] = 1, seq_len  # the extremes
+    rows = int(lens.sum()) + extra_rows if packed else batch * seq_len
+    qkv = rng.normal(size=(rows, 3 * hidden))
+    dcontext = rng.normal(size=(rows, hidden))
+    return lens, qkv, dcontext
+
+
+def assert_close(actual, expected, rtol=2e-5):
+    assert actual.shape == expected.shape
+    assert onp.abs(actual - expected).max() <= rtol * (1.0 + onp.abs(expected).max())
+
+
+# head_dim 8 and 40 leave remainders of the micro-kernel's 2-vector tiles, 64 fills
+# them; seq 70 gives more than one tile of keys.
+SHAPES = [(4, 7, 8, 1), (3, 20, 16, 2), (3, 70, 80, 2), (2, 33, 256, 4)]
+
+
+@pytest.mark.parametrize('packed', [False, True], ids=['padded', 'packed'])
+@pytest.mark.parametrize('batch, seq_len, hidden, heads', SHAPES)
+def test_matches_numpy_attention(batch, seq_len, hidden, heads, packed):
+    lens, qkv, dcontext = random_case(batch, seq_len, hidden, packed)
+    shape = (-1, 3 * hidden) if packed else (batch, seq_len, 3 * hidden)
+    context, dqkv, _ = run_kernel(qkv.reshape(shape), lens, heads,
+                                  dcontext=dcontext.reshape(shape[:-1] + (hidden,)))
+    expected_context, expected_dqkv = numpy_attention(qkv, lens, heads, seq_len, packed,
+                                                      dcontext)
+    assert_close(context.reshape(-1, hidden), expected_context)
+    assert_close(dqkv.reshape(-1, 3 * hidden), expected_dqkv)
+
+
+@pytest.mark.parametrize('packed', [False, True], ids=['padded', 'packed'])
+def test_dropout_is_the_hashed_mask(packed):
+    """While training, the weights are dropped with the mask that the seed output
+    determines; forward and backward use the same mask."""
+    batch, seq_len, hidden, heads, rate = 3, 20, 16, 2, 0.3
+    lens, qkv, dcontext = random_case(batch, seq_len, hidden, packed, seed=1)
+    shape = (-1, 3 * hidden) if packed else (batch, seq_len, 3 * hidden)
+    context, dqkv, seed = run_kernel(qkv.reshape(shape), lens, heads, rate,
+                                     dcontext=dcontext.reshape(shape[:-1] + (hidden,)))
+    expected_context, expected_dqkv = numpy_attention(
+        qkv, lens, heads, seq_len, packed, dcontext,
+        mask=lambda rows, columns: dropout_mask(seed, rows, columns, rate))
+    assert_close(context.reshape(-1, hidden), expected_context)
+    assert_close(dqkv.reshape(-1, 3 * hidden), expected_dqkv)
+    no_dropout, _ = numpy_attention(qkv, lens, heads, seq_len, packed, dcontext)
+    assert onp.abs(context.reshape(-1, hidden) - no_dropout).max() > 0.1
+
+
+def test_no_dropout_outside_training():
+    lens, qkv, dcontext = random_case(3, 12, 16, packed=True, seed=2)
+    context, dqkv, _ = run_kernel(qkv, lens, 2, rate=0.5, flag=NOT_TRAINING,
+                                  dcontext=dcontext)
+    expected_context, expected_dqkv = numpy_attention(qkv, lens, 2, 12, True, dcontext)
+    assert_close(context, expected_context)
+    assert_close(dqkv, expected_dqkv)
+
+
+def test_packed_rows_after_the_examples_are_zero_and_change_nothing():
+    """Rows beyond sum(valid_lens) (packing rounds the row count up) get zero context
+    and zero gradient, and every other row is bit-for-bit the same (the dropout mask
+    of a row depends on the row only)."""
+    lens, qkv, dcontext = random_case(4, 10, 16, packed=True, seed=3, extra_rows=0)
+    used = int(lens.sum())
+    results = []
+    for extra in (0, 7):
+        x = onp.concatenate([qkv, onp.ones((extra, qkv.shape[1]))])
+        dc = onp.concatenate([dcontext, onp.ones((extra, dcontext.shape[1]))])
+        mx.random.seed(5)
+        results.append(run_kernel(x, lens, 2, rate=0.3, dcontext=dc))
+    (context, dqkv, seed), (context_extra, dqkv_extra, seed_extra) = results
+    assert (seed == seed_extra).all()
+    assert (context_extra[:used] == context).all() and (dqkv_extra[:used] == dqkv).all()
+    assert (context_extra[used:] == 0).all() and (dqkv_extra[used:] == 0).all()
+
+
+def test_same_seed_same_mask_other_seed_other_mask():
+    lens, qkv, dcontext = random_case(2, 16, 16, packed=True, seed=4)
+    def context(seed):
+        mx.random.seed(seed)
+        return run_kernel(qkv, lens, 2, rate=0.3, dcontext=dcontext)[0]
+    assert (context(1) == context(1)).all()
+    assert (context(1) != context(2)).any()
+
+
+def test_too_few_packed_rows_is_an_error():
+    with pytest.raises(mx.base.MXNetError, match='fewer than sum'):
+        run_kernel(onp.ones((5, 12)), [3, 3], 2, dcontext=onp.ones((5, 4)))
+
+
+def attention_block_outputs(X, valid_lens, hybridize, seed=0):
+    """Output and parameter gradients of a MultiHeadAttention with random weights."""
+    mx.random.seed(seed)
+    block = MultiHeadAttention(32, 4)
+    block.initialize(mx.init.Normal(0.3))
+    if hybridize:
+        block.hybridize(static_alloc=True, static_shape=True)
+    with autograd.record():
+        Y = block(X, valid_lens)
+    Y.backward(np.array(onp.random.default_rng(seed).normal(size=Y.shape), dtype='float32'))
+    params = block.collect_params()
+    return Y.asnumpy(), {name[len(block.prefix):]: p.grad().asnumpy()
+                         for name, p in params.items()}
+
+
+@pytest.mark.parametrize('hybridize', [False, True], ids=['imperative', 'hybridized'])
+def test_block_matches_mxnets_operators(hybridize, monkeypatch):
+    """The block with the kernel and with MXNet's interleaved operators (the GPU path)
+    gives the same output and parameter gradients at every valid position."""
+    X = np.array(onp.random.default_rng(7).normal(size=(3, 9, 32)), dtype='float32')
+    valid_lens = np.array([9, 4, 1], dtype='int32')
+    fused, fused_grads = attention_block_outputs(X, valid_lens, hybridize)
+    monkeypatch.setattr(kernels, 'available', lambda: False)
+    plain, plain_grads = attention_block_outputs(X, valid_lens, hybridize)
+    assert_close(fused, plain)
+    for name in plain_grads:
+        assert_close(fused_grads[name], plain_grads[name])
+
+
+def test_block_uses_the_kernel():
+    block = MultiHeadAttention(16, 2)
+    block.initialize()
+    block.hybridize()
+    block(np.ones((2, 3, 16)), np.array([3, 2]))
+    assert 'd2lbert_attention' in block._cached_graph[1].tojson()
