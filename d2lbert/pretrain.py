@@ -15,7 +15,7 @@ from .data import load_data_wiki
 from .devices import usable_gpu_ids
 from .metrics import MetricsLog
 from .model import BERTModel
-from .optimization import learning_rate, make_trainer
+from .optimization import DynamicLossScale, learning_rate, make_trainer
 from .training import evaluate, forward_backward, optimizer_step, seed_step
 
 
@@ -170,8 +170,7 @@ def pretrain(options):
     net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
     trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
                            options.kvstore)
-    if options.amp:
-        amp.init_trainer(trainer)
+    loss_scale = DynamicLossScale() if options.amp else None
     log = MetricsLog(out)
     state = {'epoch': 0, 'index': 0, 'step': 0}
     if options.resume:
@@ -188,12 +187,12 @@ def pretrain(options):
         vocab.save(os.path.join(out, 'vocab.json'))
     net.hybridize(static_alloc=True, static_shape=True)
     stream = BatchStream(train_iter, state['epoch'], state['index'])
-    return _train_loop(options, net, trainer, ctxs, stream, valid_iter, log, config, vocab,
-                       state['step'], out)
+    return _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log,
+                       config, vocab, state['step'], out)
 
 
-def _train_loop(options, net, trainer, ctxs, stream, valid_iter, log, config, vocab,
-                start_step, out):
+def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log, config,
+                vocab, start_step, out):
     from tqdm import tqdm
     progress = tqdm(total=options.steps, initial=start_step, unit='step',
                     disable=not options.progress, dynamic_ncols=True)
@@ -205,8 +204,9 @@ def _train_loop(options, net, trainer, ctxs, stream, valid_iter, log, config, vo
                                                 options.steps))
         last = step == options.steps
         log_now = last or step % options.log_every == 0 or step % options.save_every == 0
-        metrics = forward_backward(net, batches, ctxs, with_accuracy=log_now)
-        optimizer_step(net, trainer, options.clip)
+        metrics = forward_backward(net, batches, ctxs, with_accuracy=log_now,
+                                   loss_scale=loss_scale.scale if loss_scale else 1.0)
+        optimizer_step(net, trainer, options.clip, loss_scale)
         pairs += sum(len(b.nsp_labels) for b in batches)
         progress.update(1)
         if not log_now:

@@ -26,9 +26,10 @@ def split_batch(batch, num_parts):
     return [tuple(array[lo:hi] for array in batch) for lo, hi in zip(bounds, bounds[1:])]
 
 
-def forward_backward(net, batches, ctxs, with_accuracy=True):
+def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0):
     """Add to the parameters' gradients (grad_req='add') the gradient of the mean pretraining
-    loss over `batches` (host batches that together form one optimizer step).
+    loss over `batches` (host batches that together form one optimizer step), times
+    loss_scale (mixed precision: `optimization.DynamicLossScale`).
 
     returns: device arrays on ctxs[0]: (mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy),
     each the average over all real prediction slots or sentence pairs of the step;
@@ -44,7 +45,7 @@ def forward_backward(net, batches, ctxs, with_accuracy=True):
             arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
             with autograd.record(), skip_value_checks():
                 values = net.pretraining_loss(*arrays, with_accuracy=with_accuracy)
-                loss = values[0] * slot_share + values[1] * pair_share
+                loss = (values[0] * slot_share + values[1] * pair_share) * loss_scale
             loss.backward()
             for i, (value, share) in enumerate(zip(
                     values, (slot_share, pair_share, slot_share, pair_share))):
@@ -52,17 +53,28 @@ def forward_backward(net, batches, ctxs, with_accuracy=True):
     return totals
 
 
-def optimizer_step(net, trainer, clip=None):
-    """Sum gradients across devices, clip their global norm, update, zero them."""
+def optimizer_step(net, trainer, clip=None, loss_scale=None):
+    """Sum gradients across devices, clip their global norm, update, zero them.
+
+    loss_scale: the `DynamicLossScale` whose scale forward_backward multiplied the
+    loss by (mixed precision), or None. The gradients are then clipped at
+    clip * scale (the true gradient's norm at clip) and divided by the scale in the
+    update; if one overflowed, the update is skipped. Returns whether it updated.
+    """
     trainer.allreduce_grads()
     params = [p for p in net.collect_params().values() if p.grad_req != 'null']
-    if clip:
+    scale = 1.0 if loss_scale is None else loss_scale.scale
+    skip = loss_scale is not None and loss_scale.overflowed(
+        [g for p in params for g in p.list_grad()])
+    if clip and not skip:
         for ctx in params[0].list_ctx():
-            clip_global_norm([p.grad(ctx) for p in params], clip)
-    trainer.update(1)
+            clip_global_norm([p.grad(ctx) for p in params], clip * scale)
+    if not skip:
+        trainer.update(scale)  # rescales the gradients by 1 / scale
     for param in params:
         for grad in param.list_grad():
             grad[:] = 0
+    return not skip
 
 
 def seed_step(seed, step):

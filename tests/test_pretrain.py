@@ -12,12 +12,12 @@ import time
 import mxnet as mx
 import numpy as onp
 import pytest
-from mxnet import init
+from mxnet import init, np
 
 import d2lbert
 from d2lbert import checkpoint as ckpt
 from d2lbert.data import load_data_wiki
-from d2lbert.optimization import make_trainer
+from d2lbert.optimization import DynamicLossScale, make_trainer
 from d2lbert.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
 from d2lbert.training import forward_backward, optimizer_step
 
@@ -79,6 +79,54 @@ def test_accumulating_two_half_batches_equals_one_full_batch():
 
     whole, accumulated = train([batch]), train(halves)
     assert max(float(onp.abs(whole[k] - accumulated[k]).max()) for k in whole) < 1e-5
+
+
+def test_dynamic_loss_scaling_gives_the_unscaled_update():
+    """--amp's dynamic loss scaling (checked here in float32 on the CPU): the loss times
+    2^16, clipping at clip * scale and dividing by the scale in the update give the
+    same parameters as no scaling; an overflowing gradient skips the update and
+    halves the scale."""
+    data_iter, vocab = load_data_wiki(16, 32, last_batch='discard')
+    batches = list(data_iter.batches(0))[:2]
+    config = d2lbert.BERTConfig.d2l(len(vocab), dropout=0.0, attention_dropout=0.0)
+
+    def train(loss_scale, poison=False):
+        mx.random.seed(0)
+        net = d2lbert.BERTModel.from_config(config)
+        net.initialize(init.Normal(0.02))
+        net.collect_params().setattr('grad_req', 'add')
+        trainer = make_trainer(net, 'bertadam', 1e-3)
+        before = {k: p.data().asnumpy() for k, p in net._collect_params_with_prefix().items()}
+        updated = []
+        for batch in batches:
+            forward_backward(net, [batch], [mx.cpu()],
+                             loss_scale=loss_scale.scale if loss_scale else 1.0)
+            if poison:
+                net.encoder.token_embedding.weight.grad()[0, 0] = onp.inf
+            updated.append(optimizer_step(net, trainer, clip=0.5, loss_scale=loss_scale))
+        after = {k: p.data().asnumpy() for k, p in net._collect_params_with_prefix().items()}
+        return updated, before, after
+
+    _, _, plain = train(None)
+    updated, _, scaled = train(DynamicLossScale())
+    assert updated == [True, True]
+    worst = max(float(onp.abs(plain[k] - scaled[k]).max() / (onp.abs(plain[k]).max() + 1e-3))
+                for k in plain)
+    assert worst < 1e-4, worst
+    loss_scale = DynamicLossScale()
+    updated, before, poisoned = train(loss_scale, poison=True)
+    assert updated == [False, False] and loss_scale.scale == 2.0 ** 14
+    assert all((before[k] == poisoned[k]).all() for k in before)
+
+
+def test_loss_scale_grows_after_a_window_of_good_steps():
+    loss_scale = DynamicLossScale(scale=8.0, window=3, max_scale=16.0)
+    finite, infinite = [np.ones(3)], [np.array([1.0, onp.inf, 0.0])]
+    assert [loss_scale.overflowed(finite) for _ in range(3)] == [False] * 3
+    assert loss_scale.scale == 16.0
+    assert [loss_scale.overflowed(finite) for _ in range(3)] == [False] * 3
+    assert loss_scale.scale == 16.0  # capped
+    assert loss_scale.overflowed(infinite) and loss_scale.scale == 8.0
 
 
 def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
