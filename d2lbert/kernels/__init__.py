@@ -30,6 +30,7 @@ for it, `-march=native`). Where they cannot be built (no compiler, a failed buil
 MXNet's own operators (same results, slower);
 ``D2LBERT_FUSED_KERNELS=0`` chooses that fallback on purpose, without a warning.
 """
+import concurrent.futures
 import ctypes
 import functools
 import os
@@ -88,6 +89,7 @@ def _library_path(compiler):
 def build(compiler):
     """Compile the kernels (if not cached) and return the library's path.
 
+    The sources are compiled in parallel, one compiler process per CPU, then linked.
     The library is built in a temporary directory renamed into place at the end
     (`atomic_directory`), so processes building at the same time never load a
     half-written file."""
@@ -96,13 +98,22 @@ def build(compiler):
         return path
     print(f"d2lbert: compiling its CPU kernels into {path} (once, about 10 s)",
           file=sys.stderr, flush=True)
+    include = ['-I', os.path.join(_mxnet_dir(), 'include')]
     with atomic_directory(os.path.dirname(path)) as tmp:
-        command = [compiler, *CXXFLAGS, '-I', os.path.join(_mxnet_dir(), 'include'),
-                   *_sources(), '-o', os.path.join(tmp, os.path.basename(path))]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f'{" ".join(command)} failed:\n{result.stderr[-2000:]}')
+        objects = [os.path.join(tmp, f'{i}.o') for i in range(len(_sources()))]
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(_compile, ([compiler, *CXXFLAGS, *include, '-c', source, '-o', obj]
+                                     for source, obj in zip(_sources(), objects))))
+        _compile([compiler, *CXXFLAGS, *objects, '-o', os.path.join(tmp, os.path.basename(path))])
+        for obj in objects:
+            os.remove(obj)
     return path
+
+
+def _compile(command):
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f'{" ".join(command)} failed:\n{result.stderr[-2000:]}')
 
 
 @functools.lru_cache(maxsize=None)
