@@ -96,15 +96,23 @@ class BERTModel(nn.HybridBlock):
         checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
                                          nsp_labels, *tokens.shape,
                                          self.mlm.vocab_size)
-        inputs = [tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels,
-                  nsp_labels]
-        packed = (kernels.usable(self.encoder.token_embedding.weight)
-                  and packing.packable(valid_lens.asnumpy(), pred_positions.asnumpy()))
-        objective = self.objective(autograd.is_recording(), with_accuracy, packed)
-        if packed:
-            token_index = packing.token_index(valid_lens.asnumpy(), tokens.shape[1])
-            inputs.append(np.array(token_index, dtype='int32', ctx=tokens.ctx))
-        return objective(*inputs)
+        token_index = self._token_index(valid_lens, pred_positions, tokens.shape[1])
+        objective = self.objective(autograd.is_recording(), with_accuracy,
+                                   packed=token_index is not None)
+        packing_input = [] if token_index is None else [token_index]
+        return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
+                         mlm_labels, nsp_labels, *packing_input)
+
+    def _token_index(self, valid_lens, pred_positions, seq_len):
+        """The batch's `packing.token_index`, on its context; None where d2lbert's
+        kernels don't run or a prediction slot points at padding (not packable)."""
+        if not kernels.usable(self.encoder.token_embedding.weight):
+            return None
+        lengths = valid_lens.asnumpy()
+        if not packing.packable(lengths, pred_positions.asnumpy()):
+            return None
+        return np.array(packing.token_index(lengths, seq_len), dtype='int32',
+                        ctx=valid_lens.ctx)
 
     def objective(self, with_gradient=True, with_accuracy=False, packed=False):
         """The (cached) `PretrainingObjective` of this model, hybridized like it."""

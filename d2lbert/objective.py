@@ -16,8 +16,8 @@ class PretrainingObjective(nn.HybridBlock):
       tokens, segments: (batch_size, seq_len); valid_lens, nsp_labels: (batch_size,)
       pred_positions, mlm_weights, mlm_labels: (batch_size, num_preds)
       token_index: (num_rows,), only if packed: the encoder then runs on the valid
-        tokens only (`d2lbert.packing`); every real prediction slot must point at a
-        valid token
+        tokens only (`d2lbert.packing`); every prediction slot must point at a valid
+        token
 
     It shares the model's parameters and is not one of its children (the model keeps
     it, `BERTModel.pretraining_loss` calls it). Hybridized, the losses are part of
