@@ -323,13 +323,6 @@ MXReturnValue attention_backward(const Attributes& attrs, std::vector<MXTensor>*
   return MX_SUCCESS;
 }
 
-MXReturnValue attention_parse_attrs(const Attributes& attrs, int* num_inputs,
-                                    int* num_outputs) {
-  *num_inputs = 3;
-  *num_outputs = 3;
-  return MX_SUCCESS;
-}
-
 MXReturnValue attention_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                    std::vector<int>* out_types) {
   if (check_types("d2lbert_attention", *in_types, {1}) != MX_SUCCESS) return MX_FAIL;
@@ -364,6 +357,6 @@ MXReturnValue attention_infer_shape(const Attributes& attrs,
 REGISTER_OP(d2lbert_attention)
 .setForward(attention_forward, "cpu")
 .setBackward(attention_backward, "cpu")
-.setParseAttrs(attention_parse_attrs)
+.setParseAttrs(fixed_arity<3, 3>)
 .setInferType(attention_infer_type)
 .setInferShape(attention_infer_shape);

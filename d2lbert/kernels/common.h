@@ -26,6 +26,14 @@ inline int int_attribute(const Attributes& attrs, const char* name, int fallback
   return it == attrs.end() ? fallback : std::stoi(it->second);
 }
 
+// An operator's parse_attrs: it always has `Inputs` inputs and `Outputs` outputs.
+template <int Inputs, int Outputs>
+MXReturnValue fixed_arity(const Attributes& attrs, int* num_inputs, int* num_outputs) {
+  *num_inputs = Inputs;
+  *num_outputs = Outputs;
+  return MX_SUCCESS;
+}
+
 // Every input must be float32, except those listed in `int_inputs` (int32).
 inline MXReturnValue check_types(const char* op, const std::vector<int>& types,
                                  const std::vector<size_t>& int_inputs = {}) {

@@ -57,12 +57,6 @@ MXReturnValue dropout_backward(const Attributes& attrs, std::vector<MXTensor>* i
   return MX_SUCCESS;
 }
 
-MXReturnValue dropout_parse_attrs(const Attributes& attrs, int* num_inputs, int* num_outputs) {
-  *num_inputs = 2;
-  *num_outputs = 2;
-  return MX_SUCCESS;
-}
-
 MXReturnValue dropout_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                  std::vector<int>* out_types) {
   if (check_types("d2lbert_dropout", *in_types) != MX_SUCCESS) return MX_FAIL;
@@ -85,6 +79,6 @@ MXReturnValue dropout_infer_shape(const Attributes& attrs,
 REGISTER_OP(d2lbert_dropout)
 .setForward(dropout_forward, "cpu")
 .setBackward(dropout_backward, "cpu")
-.setParseAttrs(dropout_parse_attrs)
+.setParseAttrs(fixed_arity<2, 2>)
 .setInferType(dropout_infer_type)
 .setInferShape(dropout_infer_shape);

@@ -108,13 +108,6 @@ MXReturnValue embedding_backward(const Attributes& attrs, std::vector<MXTensor>*
   return MX_SUCCESS;
 }
 
-MXReturnValue embedding_parse_attrs(const Attributes& attrs, int* num_inputs,
-                                    int* num_outputs) {
-  *num_inputs = 6;
-  *num_outputs = 2;
-  return MX_SUCCESS;
-}
-
 MXReturnValue embedding_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                    std::vector<int>* out_types) {
   if (check_types("d2lbert_embedding", *in_types, {1, 2}) != MX_SUCCESS) return MX_FAIL;
@@ -145,6 +138,6 @@ MXReturnValue embedding_infer_shape(const Attributes& attrs,
 REGISTER_OP(d2lbert_embedding)
 .setForward(embedding_forward, "cpu")
 .setBackward(embedding_backward, "cpu")
-.setParseAttrs(embedding_parse_attrs)
+.setParseAttrs(fixed_arity<6, 2>)
 .setInferType(embedding_infer_type)
 .setInferShape(embedding_infer_shape);

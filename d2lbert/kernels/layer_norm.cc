@@ -220,20 +220,6 @@ MXReturnValue add_layer_norm_backward(const Attributes& attrs, std::vector<MXTen
   return MX_SUCCESS;
 }
 
-MXReturnValue layer_norm_parse_attrs(const Attributes& attrs, int* num_inputs,
-                                     int* num_outputs) {
-  *num_inputs = 3;
-  *num_outputs = 3;
-  return MX_SUCCESS;
-}
-
-MXReturnValue add_layer_norm_parse_attrs(const Attributes& attrs, int* num_inputs,
-                                         int* num_outputs) {
-  *num_inputs = 5;
-  *num_outputs = 4;
-  return MX_SUCCESS;
-}
-
 MXReturnValue layer_norm_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                     std::vector<int>* out_types) {
   if (check_types("d2lbert_layer_norm", *in_types) != MX_SUCCESS) return MX_FAIL;
@@ -293,13 +279,13 @@ MXReturnValue add_layer_norm_infer_shape(const Attributes& attrs,
 REGISTER_OP(d2lbert_layer_norm)
 .setForward(layer_norm_forward, "cpu")
 .setBackward(layer_norm_backward, "cpu")
-.setParseAttrs(layer_norm_parse_attrs)
+.setParseAttrs(fixed_arity<3, 3>)
 .setInferType(layer_norm_infer_type)
 .setInferShape(layer_norm_infer_shape);
 
 REGISTER_OP(d2lbert_add_layer_norm)
 .setForward(add_layer_norm_forward, "cpu")
 .setBackward(add_layer_norm_backward, "cpu")
-.setParseAttrs(add_layer_norm_parse_attrs)
+.setParseAttrs(fixed_arity<5, 4>)
 .setInferType(add_layer_norm_infer_type)
 .setInferShape(add_layer_norm_infer_shape);
