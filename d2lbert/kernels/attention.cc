@@ -295,6 +295,7 @@ MXReturnValue attention_forward(const Attributes& attrs, std::vector<MXTensor>* 
 MXReturnValue attention_backward(const Attributes& attrs, std::vector<MXTensor>* inputs,
                                  std::vector<MXTensor>* outputs, const OpResource& res) {
   const Layout layout((*inputs)[3], (*inputs)[4], int_attribute(attrs, "heads", 1));
+  if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
   const float* dcontext = (*inputs)[0].data<float>();
   const float* qkv = (*inputs)[3].data<float>();
   const float* lse = (*inputs)[7].data<float>();
