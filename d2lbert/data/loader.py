@@ -44,8 +44,8 @@ SPLITS = ('train', 'valid', 'test')
 def corpus_file(data=None, split='train', base_url=None):
     """The text file that ``data`` and ``split`` name.
 
-    ``data`` is ``None`` or ``'bundled'`` (the small corpus shipped with
-    d2lbert, works offline), ``'wikitext-2'`` or ``'wikitext-103'``
+    ``data`` is ``None`` or ``'bundled'`` (the small corpus d2lbert
+    generates, works offline), ``'wikitext-2'`` or ``'wikitext-103'``
     (downloaded once, see :mod:`.download`), a directory holding
     ``wiki.{split}.tokens``, or a single text file (``split`` is ignored).
     """

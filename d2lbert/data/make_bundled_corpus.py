@@ -18,8 +18,9 @@ The vocabulary stays around 1,500 words, so a small BERT learns both
 tasks in a few hundred steps. The output is a pure function of the seed
 (``random.Random`` with an int seed is stable across Python versions).
 
-Run ``python -m d2lbert.data.make_bundled_corpus [output_directory]`` to
-rewrite ``d2lbert/data/bundled/wiki.{train,valid,test}.tokens``.
+:func:`d2lbert.data.bundled_corpus_directory` runs it on first use; run
+``python -m d2lbert.data.make_bundled_corpus OUTPUT_DIRECTORY`` to write
+``wiki.{train,valid,test}.tokens`` somewhere yourself.
 """
 import os
 import random
@@ -281,9 +282,8 @@ def generate_corpus(seed=SEED, num_articles=None):
     return texts
 
 
-def main(directory=None):
-    directory = directory or os.path.join(os.path.dirname(
-        os.path.abspath(__file__)), 'bundled')
+def main(directory):
+    """Write ``wiki.{train,valid,test}.tokens`` into ``directory``."""
     os.makedirs(directory, exist_ok=True)
     for split, text in generate_corpus().items():
         with open(os.path.join(directory, f'wiki.{split}.tokens'), 'w',
@@ -292,4 +292,6 @@ def main(directory=None):
 
 
 if __name__ == '__main__':
-    main(*sys.argv[1:])
+    if len(sys.argv) != 2:
+        sys.exit('usage: python -m d2lbert.data.make_bundled_corpus OUTPUT_DIRECTORY')
+    main(sys.argv[1])
