@@ -8,10 +8,9 @@ import d2lbert.data.examples as examples_module
 import d2lbert.data.loader as loader_module
 from d2lbert.data import (Vocab, build_pretraining_examples,
                           bundled_corpus_directory, load_data_wiki,
-                          read_paragraphs)
-from d2lbert.data.corpus import split_wikitext_sentences
+                          make_bundled_corpus, read_paragraphs)
 from d2lbert.data.cache import sha1_of_file
-from d2lbert.data import make_bundled_corpus
+from d2lbert.data.corpus import split_wikitext_sentences
 from d2lbert.data.make_bundled_corpus import generate_corpus
 
 WIKITEXT_2_VALID = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
@@ -206,6 +205,7 @@ def test_bundled_corpus_is_generated_once_and_byte_for_byte_stable(monkeypatch):
         assert sha1_of_file(path) == expected, split
         total += os.path.getsize(path)
     assert total < 1_000_000
+
     def generate_again(directory):
         raise AssertionError('the cached corpus was generated again')
     monkeypatch.setattr(make_bundled_corpus, 'main', generate_again)
