@@ -3,7 +3,7 @@ import argparse
 import dataclasses
 import sys
 
-from .pretrain import PretrainOptions
+from .train.pretrain import PretrainOptions
 
 DEFAULTS = PretrainOptions()
 
@@ -50,11 +50,14 @@ def add_pretrain_parser(subparsers):
     parser.add_argument('--resume', action='store_true',
                         help='continue from the newest complete checkpoint in --out')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    parser.add_argument('--plain', action='store_true',
+                        help="run the book's model (d2lbert.model) instead of the fast path "
+                             '(d2lbert.fast): same numbers, slower on a CPU')
     parser.set_defaults(run=run_pretrain)
 
 
 def run_pretrain(args):
-    from .pretrain import pretrain
+    from .train.pretrain import pretrain
     names = {field.name for field in dataclasses.fields(PretrainOptions)}
     options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names},
                               progress=not args.no_progress)
@@ -73,7 +76,7 @@ def add_encode_parser(subparsers):
 
 def run_encode(args):
     import numpy
-    from .encoding import get_bert_encoding, load_pretrained
+    from .interop import get_bert_encoding, load_pretrained
     net, vocab = load_pretrained(args.model)
     first, _, second = args.text.partition('|||')
     tokens_a = first.lower().split()
@@ -151,7 +154,7 @@ def check_bench_device(device):
     kind, _, index = device.partition(':')
     if kind != 'gpu' or not index.isdigit():
         raise ValueError(f"--device must be 'cpu' or 'gpu:N', got {device!r}")
-    from .devices import usable_gpu_ids
+    from .train.devices import usable_gpu_ids
     usable = usable_gpu_ids()
     if int(index) not in usable:
         raise ValueError(f'--device {device}: GPU {index} is not usable here (usable GPUs: '
@@ -191,9 +194,9 @@ def main(argv=None):
     add_convert_parser(subparsers)
     add_bench_parser(subparsers)
     args = parser.parse_args(argv)
-    from .checkpoint import CheckpointError
     from .data import DownloadError
-    from .pretrain import PretrainError, TrainingDiverged
+    from .train.checkpoint import CheckpointError
+    from .train.pretrain import PretrainError, TrainingDiverged
     try:
         args.run(args)
     except TrainingDiverged as error:

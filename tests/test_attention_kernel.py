@@ -1,14 +1,15 @@
 """d2lbert's attention kernel (`d2lbert_attention`) against a float64 NumPy attention:
 padded and packed layouts, dropout with the kernel's own mask (recomputed in NumPy
-from its seed), gradients; and the `MultiHeadAttention` block against MXNet's operators.
+from its seed), gradients; and `FusedMultiHeadAttention` against the book's
+`MultiHeadAttention`.
 """
 import mxnet as mx
 import numpy as onp
 import pytest
 from mxnet import autograd, np
 
-from d2lbert import kernels
-from d2lbert.attention import MultiHeadAttention
+from d2lbert.fast import accelerate, kernels
+from d2lbert.model import MultiHeadAttention
 from dropout_masks import dropout_mask
 
 TRAINING, NOT_TRAINING = 2.0, 1.0  # values of the training flag (kernels.training_flag)
@@ -161,11 +162,14 @@ def test_too_few_packed_rows_is_an_error():
         mx.nd.d2lbert_attention(qkv, lens, flag, heads=2)[0].asnumpy()
 
 
-def attention_block_outputs(X, valid_lens, hybridize, seed=0):
-    """Output and parameter gradients of a MultiHeadAttention with random weights."""
+def attention_block_outputs(X, valid_lens, hybridize, fast, seed=0):
+    """Output and parameter gradients of a MultiHeadAttention with random weights,
+    accelerated (fast) or the book's."""
     mx.random.seed(seed)
     block = MultiHeadAttention(32, 4)
     block.initialize(mx.init.Normal(0.3))
+    if fast:
+        accelerate(block)
     if hybridize:
         block.hybridize(static_alloc=True, static_shape=True)
     with autograd.record():
@@ -177,21 +181,20 @@ def attention_block_outputs(X, valid_lens, hybridize, seed=0):
 
 
 @pytest.mark.parametrize('hybridize', [False, True], ids=['imperative', 'hybridized'])
-def test_block_matches_mxnets_operators(hybridize, monkeypatch):
-    """The block with the kernel and with MXNet's interleaved operators (the GPU path)
-    gives the same output and parameter gradients at every valid position."""
+def test_fused_block_matches_the_books_block(hybridize):
+    """The block with the kernel and the book's (MXNet's operators, the GPU path)
+    give the same output and parameter gradients at every valid position."""
     X = np.array(onp.random.default_rng(7).normal(size=(3, 9, 32)), dtype='float32')
     valid_lens = np.array([9, 4, 1], dtype='int32')
-    fused, fused_grads = attention_block_outputs(X, valid_lens, hybridize)
-    monkeypatch.setattr(kernels, 'available', lambda: False)
-    plain, plain_grads = attention_block_outputs(X, valid_lens, hybridize)
+    fused, fused_grads = attention_block_outputs(X, valid_lens, hybridize, fast=True)
+    plain, plain_grads = attention_block_outputs(X, valid_lens, hybridize, fast=False)
     assert_close(fused, plain)
     for name in plain_grads:
         assert_close(fused_grads[name], plain_grads[name])
 
 
 def test_block_uses_the_kernel():
-    block = MultiHeadAttention(16, 2)
+    block = accelerate(MultiHeadAttention(16, 2))
     block.initialize()
     block.hybridize()
     block(np.ones((2, 3, 16)), np.array([3, 2]))

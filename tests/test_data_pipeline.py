@@ -9,7 +9,7 @@ import d2lbert.data.loader as loader_module
 from d2lbert.data import (Vocab, build_pretraining_examples,
                           bundled_corpus_directory, load_data_wiki,
                           make_bundled_corpus, read_paragraphs)
-from d2lbert.data.cache import sha1_of_file
+from d2lbert.util.hashing import sha1_of_file
 from d2lbert.data.corpus import split_wikitext_sentences
 from d2lbert.data.make_bundled_corpus import generate_corpus
 
@@ -216,7 +216,7 @@ def test_bundled_corpus_is_generated_once_and_byte_for_byte_stable(monkeypatch):
 @pytest.mark.skipif(not os.path.isfile(WIKITEXT_2_VALID),
                     reason='WikiText-2 validation file not available')
 def test_benchmark_runs_on_a_slice_of_wikitext_2(tmp_path):
-    from d2lbert.data.benchmark import bench_data_pipeline
+    from d2lbert.bench.data_pipeline import bench_data_pipeline
     with open(WIKITEXT_2_VALID, encoding='utf-8') as f:
         lines = f.readlines()[:400]
     path = tmp_path / 'wiki.valid.tokens'

@@ -14,7 +14,7 @@ import mxnet as mx
 import pytest
 
 import d2lbert
-from d2lbert import devices
+from d2lbert.train import devices
 from conftest import REPO_ROOT
 
 
@@ -135,4 +135,4 @@ def test_import_keeps_the_users_omp_num_threads():
 def test_default_num_threads_respects_cpu_affinity():
     """In a container limited to some cores, the affinity mask counts, not the host's
     total core count."""
-    assert d2lbert.threads.default_num_threads() == len(os.sched_getaffinity(0))
+    assert d2lbert.util.threads.default_num_threads() == len(os.sched_getaffinity(0))

@@ -240,7 +240,7 @@ def test_export_refuses_a_net_of_another_config(tmp_path):
 
 
 def test_get_bert_encoding_with_the_imported_tokenizer(hf_model, hf_dir):
-    from d2lbert.encoding import get_bert_encoding
+    from d2lbert.interop import get_bert_encoding
     net, tokenizer, _ = from_huggingface(hf_dir)
     text_a, text_b = 'word1 Word22word7, word99', 'word3 ##p4 unknown'
     encoded = get_bert_encoding(net, tokenizer, tokenizer.tokenize(text_a),

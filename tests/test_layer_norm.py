@@ -1,6 +1,7 @@
-"""d2lbert's LayerNorm and its C++ kernel (`d2lbert.kernels`): values and gradients
-against a float64 NumPy LayerNorm, gradient accumulation (grad_req='add'), several
-OpenMP threads, and the fallback to MXNet's LayerNorm when the kernel can't be built.
+"""The fast path's LayerNorm (`d2lbert.fast.FusedLayerNorm`) and its C++ kernel
+(`d2lbert.fast.kernels`): values and gradients against a float64 NumPy LayerNorm,
+gradient accumulation (grad_req='add'), several OpenMP threads, and the book's
+LayerNorm (MXNet's) where the kernel can't run.
 """
 import os
 import subprocess
@@ -11,9 +12,10 @@ import numpy as onp
 import pytest
 from mxnet import autograd, np
 
+from mxnet.gluon import nn
+
 from conftest import REPO_ROOT
-from d2lbert import kernels
-from d2lbert.layer_norm import LayerNorm
+from d2lbert.fast import FusedLayerNorm, accelerate, kernels
 
 
 def numpy_layer_norm(x, gamma, beta, dy, eps):
@@ -39,10 +41,13 @@ def random_case(shape, seed=0):
     return x, gamma, beta, dy
 
 
-def run_block(x, gamma, beta, dy, eps, hybridize, passes=1, grad_req='write'):
-    """y and the gradients of d2lbert's LayerNorm after `passes` backward passes."""
-    norm = LayerNorm(x.shape[-1], epsilon=eps)
+def run_block(x, gamma, beta, dy, eps, hybridize, passes=1, grad_req='write', fast=True):
+    """y and the gradients of a LayerNorm, accelerated (fast) or the book's (MXNet's),
+    after `passes` backward passes."""
+    norm = nn.LayerNorm(epsilon=eps, in_channels=x.shape[-1])
     norm.initialize()
+    if fast:
+        accelerate(norm)
     norm.gamma.set_data(np.array(gamma, dtype='float32'))
     norm.beta.set_data(np.array(beta, dtype='float32'))
     norm.collect_params().setattr('grad_req', grad_req)
@@ -66,7 +71,8 @@ def assert_close(actual, expected, rtol=1e-5):
 def test_the_kernel_builds_and_is_used():
     """CI has a compiler: the fast path must be the one the other tests exercise."""
     assert kernels.available()
-    norm = LayerNorm(8)
+    norm = accelerate(nn.LayerNorm(in_channels=8))
+    assert isinstance(norm, FusedLayerNorm)
     norm.initialize()
     norm.hybridize()
     norm(np.ones((2, 8)))
@@ -92,27 +98,19 @@ def test_gradients_accumulate_with_grad_req_add(hybridize):
     assert_close(actual, [y, 2 * dx, 2 * dgamma, 2 * dbeta])
 
 
-def test_fallback_gives_the_same_results(monkeypatch):
-    """Where the kernel is unavailable (GPU, no compiler) MXNet's LayerNorm runs."""
+def test_the_books_layer_norm_gives_the_same_results():
+    """The book's model runs MXNet's LayerNorm (GPU, no compiler, --plain)."""
     x, gamma, beta, dy = random_case((4, 6, 24), seed=2)
     fused = run_block(x, gamma, beta, dy, 1e-5, hybridize=True)
-    monkeypatch.setattr(kernels, 'available', lambda: False)
-    fallback = run_block(x, gamma, beta, dy, 1e-5, hybridize=True)
-    assert_close(fused, fallback)
-
-
-def test_wrong_width_is_a_clear_error():
-    norm = LayerNorm(8)
-    norm.initialize()
-    with pytest.raises(ValueError, match='last axis of size 8'):
-        norm(np.ones((2, 6)))
+    plain = run_block(x, gamma, beta, dy, 1e-5, hybridize=True, fast=False)
+    assert_close(fused, plain)
 
 
 SEVERAL_THREADS = r'''
 import sys, warnings
 sys.path.insert(0, sys.argv[1])
 from test_layer_norm import numpy_layer_norm, random_case, run_block, assert_close
-from d2lbert import kernels
+from d2lbert.fast import kernels
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
     available = kernels.available()
@@ -153,11 +151,13 @@ def test_switched_off_on_purpose_without_a_warning(tmp_path):
 
 
 def test_float16_runs_mxnets_layer_norm():
-    """The kernel is float32 only; a float16 model must not reach it."""
+    """The kernel is float32 only; a float16 model stays the book's."""
     x, gamma, beta, dy = random_case((2, 3, 16), seed=4)
-    norm = LayerNorm(16)
+    norm = nn.LayerNorm(in_channels=16)
     norm.initialize()
     norm.cast('float16')
+    accelerate(norm)
+    assert type(norm) is nn.LayerNorm
     norm.hybridize()
     Y = norm(np.array(x, dtype='float16'))
     expected = numpy_layer_norm(x, onp.ones(16), onp.zeros(16), dy, 1e-5)[0]

@@ -13,7 +13,7 @@ from mxnet import autograd, np, npx
 from conftest import make_batch, make_model
 from test_hybridize import pretraining_targets
 
-from d2lbert.mlm_loss import masked_lm_loss
+from d2lbert.fast.mlm_loss import masked_lm_loss
 
 SLOTS, HIDDENS, VOCAB = 7, 5, 11
 

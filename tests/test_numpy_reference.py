@@ -28,11 +28,11 @@ def dense(x, layer):
     return x @ W.T + b
 
 
-def layer_norm(x, norm):
+def layer_norm(x, norm, eps):
     gamma, beta = to_numpy(norm.gamma.data(), norm.beta.data())
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / onp.sqrt(var + norm.epsilon) * gamma + beta
+    return (x - mean) / onp.sqrt(var + eps) * gamma + beta
 
 
 def activation(x, name):
@@ -79,15 +79,15 @@ def numpy_bert(net, config, tokens, segments, valid_lens, pred_positions):
     for x, s, n, p in zip(tokens, segments, valid_lens, pred_positions):
         X = token_table[x] + segment_table[s] + position_table[:len(x)]
         if config.embedding_layer_norm:
-            X = layer_norm(X, encoder.embedding_norm)
+            X = layer_norm(X, encoder.embedding_norm, config.layer_norm_eps)
         for i, block in enumerate(encoder.blocks):
             attended, weights = attention(X, n, block.attention, config.num_heads)
             if i == 0:
                 first_layer_weights.append(weights)
-            Y = layer_norm(X + attended, block.norm1)
+            Y = layer_norm(X + attended, block.norm1, config.layer_norm_eps)
             ffn = dense(activation(dense(Y, block.ffn.dense1), config.hidden_act),
                         block.ffn.dense2)
-            X = layer_norm(Y + ffn, block.norm2)
+            X = layer_norm(Y + ffn, block.norm2, config.layer_norm_eps)
         encoded.append(X)
         # Next sentence prediction: pooler (Dense + tanh) on <cls>, then 2 logits.
         pooled = onp.tanh(dense(X[0], net.nsp.pooler))
@@ -96,7 +96,7 @@ def numpy_bert(net, config, tokens, segments, valid_lens, pred_positions):
         # weight is the token embedding table when the decoder is tied.
         transform = net.mlm.transform
         hidden = layer_norm(activation(dense(X[p], transform[0]), config.hidden_act),
-                            transform[2])
+                            transform[2], config.layer_norm_eps)
         output_weight = (token_table if config.tie_decoder
                          else to_numpy(net.mlm.output_weight.data()))
         mlm.append(hidden @ output_weight.T + to_numpy(net.mlm.output_bias.data()))

@@ -15,11 +15,12 @@ import pytest
 from mxnet import init, np
 
 import d2lbert
-from d2lbert import checkpoint as ckpt
+from d2lbert.train import checkpoint as ckpt
 from d2lbert.data import load_data_wiki
-from d2lbert.optimization import DynamicLossScale, make_trainer
-from d2lbert.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
-from d2lbert.training import forward_backward, optimizer_step
+from d2lbert.train.loss_scale import DynamicLossScale
+from d2lbert.train.optimizer import make_trainer
+from d2lbert.train.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
+from d2lbert.train.step import forward_backward, optimizer_step
 
 QUICK = ['--batch-size', '16', '--log-every', '1', '--eval-every', '1000', '--no-progress']
 

@@ -69,7 +69,7 @@ def book_end_to_end(path, config, num_steps, ctx, batch_size=512, max_len=64, se
     import mxnet as mx
     from d2l import mxnet as d2l
     from mxnet import gluon
-    from ..data.benchmark import read_wiki_paragraphs_like_d2l
+    from .data_pipeline import read_wiki_paragraphs_like_d2l
     from .step_d2l import book_step, d2l_model
     devices = [ctx]
     random.seed(seed)

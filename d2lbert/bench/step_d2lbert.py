@@ -1,7 +1,7 @@
 """One pretraining step of d2lbert, exactly as its trainer (`d2lbert pretrain`) runs it.
 
-`forward_backward` calls the public `BERTModel.pretraining_loss` (forward, masked-LM and
-next-sentence losses) under `autograd.record()` and runs the backward pass, adding into
+`forward_backward` calls the fast path's `pretraining_loss` (forward, masked-LM and
+next-sentence losses, the batch packed) under `autograd.record()` and runs the backward pass, adding into
 the gradients (grad_req='add'); `optimizer_step` applies Adam and zeroes them. The
 model is hybridized with static memory and shapes, as the trainer does. The step is
 the trainer's usual one, without the training-accuracy argmax it adds on the steps
@@ -11,8 +11,7 @@ it logs (every 10th by default).
 
 def d2lbert_model(config, max_len):
     """A d2lbert `BERTModel` (the book's architecture) of the benchmark's size."""
-    from ..config import BERTConfig
-    from ..model import BERTModel
+    from ..model import BERTConfig, BERTModel
     return BERTModel.from_config(BERTConfig.d2l(
         config.vocab_size, 'book', num_hiddens=config.num_hiddens,
         ffn_num_hiddens=config.ffn_num_hiddens, num_heads=config.num_heads,
@@ -21,10 +20,13 @@ def d2lbert_model(config, max_len):
 
 
 def prepare_for_training(net, ctx, lr=1e-4):
-    """Initialize, hybridize and make the trainer, like `d2lbert.pretrain`."""
+    """Initialize, accelerate, hybridize and make the trainer, like `d2lbert pretrain`
+    (D2LBERT_FUSED_KERNELS=0: the book's model)."""
     from mxnet import init
-    from ..optimization import make_trainer
+    from ..fast import accelerate
+    from ..train.optimizer import make_trainer
     net.initialize(init.Normal(0.02), ctx=ctx)
+    accelerate(net)
     net.collect_params().setattr('grad_req', 'add')
     trainer = make_trainer(net, 'adam', lr)
     net.hybridize(static_alloc=True, static_shape=True)
@@ -33,7 +35,7 @@ def prepare_for_training(net, ctx, lr=1e-4):
 
 def train_step(net, trainer, batch, ctx):
     """forward + both losses + backward + Adam update, on one host batch."""
-    from ..training import forward_backward, optimizer_step
+    from ..train.step import forward_backward, optimizer_step
     forward_backward(net, [batch], [ctx], with_accuracy=False)
     optimizer_step(net, trainer, clip=None)
 

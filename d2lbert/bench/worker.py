@@ -56,7 +56,7 @@ def run_end_to_end_task(impl, path, config_name, steps, batch_size, max_len, dev
 
 
 def run_data_task(path, max_len):
-    from ..data.benchmark import bench_data_pipeline
+    from .data_pipeline import bench_data_pipeline
     return bench_data_pipeline(path, max_len=max_len)
 
 

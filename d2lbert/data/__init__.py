@@ -4,7 +4,8 @@ Start with :func:`load_data_wiki`; the modules follow the pipeline:
 :mod:`.corpus` (reading, sentence splitting), :mod:`.vocab`,
 :mod:`.encoding` (flat token id arrays), :mod:`.examples` (next sentence
 pairs), :mod:`.masking` (masked tokens), :mod:`.batches` (bucketing and
-padding), :mod:`.download`, :mod:`.bundled`, :mod:`.cache`.
+padding), :mod:`.packing` (where the valid tokens are), :mod:`.download`,
+:mod:`.bundled`, :mod:`.cache`.
 """
 from .batches import PretrainingBatch, PretrainingBatches, bucket_lengths
 from .bundled import bundled_corpus_directory
@@ -13,10 +14,11 @@ from .download import DownloadError, wikitext_directory
 from .examples import ExampleOptions, PretrainingExamples
 from .loader import build_pretraining_examples, corpus_file, load_data_wiki
 from .masking import mask_tokens
+from . import packing
 from .vocab import Vocab
 
 __all__ = ['load_data_wiki', 'build_pretraining_examples', 'corpus_file',
            'Vocab', 'PretrainingExamples', 'PretrainingBatches',
            'PretrainingBatch', 'ExampleOptions', 'bucket_lengths',
            'read_paragraphs', 'mask_tokens', 'wikitext_directory',
-           'DownloadError', 'bundled_corpus_directory']
+           'DownloadError', 'bundled_corpus_directory', 'packing']

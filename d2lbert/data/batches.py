@@ -28,22 +28,33 @@ import collections
 import numpy as np
 
 from .masking import mask_tokens, num_predictions
+from .packing import packable, token_index
 from .ragged import concat_ranges, row_ids
 
-PretrainingBatch = collections.namedtuple('PretrainingBatch', [
-    'tokens', 'segments', 'valid_lens', 'pred_positions', 'mlm_weights',
-    'mlm_labels', 'nsp_labels'])
-PretrainingBatch.__doc__ = """One minibatch, the book's 7-tuple.
 
-tokens: int32 (batch_size, seq_len), padded with 0.
-segments: int32 (batch_size, seq_len), 0 for <cls> a <sep>, 1 for b <sep>,
-    0 for padding.
-valid_lens: int32 (batch_size,), the unpadded lengths.
-pred_positions: int32 (batch_size, num_preds), 0 in padding slots.
-mlm_weights: float32 (batch_size, num_preds), 1 real slot, 0 padding.
-mlm_labels: int32 (batch_size, num_preds), original tokens, 0 in padding.
-nsp_labels: int32 (batch_size,), 1 if b is the next sentence of a.
-"""
+class PretrainingBatch(collections.namedtuple('PretrainingBatch', [
+        'tokens', 'segments', 'valid_lens', 'pred_positions', 'mlm_weights',
+        'mlm_labels', 'nsp_labels'])):
+    """One minibatch, the book's 7-tuple, of host NumPy arrays.
+
+    tokens: int32 (batch_size, seq_len), padded with 0.
+    segments: int32 (batch_size, seq_len), 0 for <cls> a <sep>, 1 for b <sep>,
+        0 for padding.
+    valid_lens: int32 (batch_size,), the unpadded lengths.
+    pred_positions: int32 (batch_size, num_preds), 0 in padding slots.
+    mlm_weights: float32 (batch_size, num_preds), 1 real slot, 0 padding.
+    mlm_labels: int32 (batch_size, num_preds), original tokens, 0 in padding.
+    nsp_labels: int32 (batch_size,), 1 if b is the next sentence of a.
+    """
+    __slots__ = ()
+
+    def token_index(self):
+        """int32 (num_rows,): the flat index of every valid token in ``tokens``,
+        rows rounded up (:func:`.packing.token_index`); None if a prediction
+        slot points at padding, when the batch cannot be packed."""
+        if not packable(self.valid_lens, self.pred_positions):
+            return None
+        return token_index(self.valid_lens, self.tokens.shape[1])
 
 
 def bucket_lengths(max_len, step=16):

@@ -11,7 +11,9 @@ and words co-occur predictably, so masked words can be guessed (MLM).
 import os
 
 from . import make_bundled_corpus
-from .cache import atomic_directory, data_home, sha1_of_file
+from ..util.files import atomic_directory
+from ..util.hashing import sha1_of_file
+from .cache import data_home
 
 
 def bundled_corpus_directory():

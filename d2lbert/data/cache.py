@@ -1,17 +1,15 @@
-"""Where d2lbert keeps downloads and processed data, and how it writes there.
+"""Where d2lbert keeps downloads and processed data, and arrays larger than memory.
 
 The cache lives in ``~/.d2lbert`` unless the environment variable
 ``D2LBERT_HOME`` names another directory. Every entry is written to a
-temporary name first and renamed into place only once complete, so a crash
-or Ctrl-C never leaves a half-written entry that a later run would read.
+temporary name first and renamed into place only once complete
+(:func:`d2lbert.util.files.atomic_directory`), so a crash or Ctrl-C never
+leaves a half-written entry that a later run would read.
 """
-import contextlib
-import hashlib
 import os
-import shutil
-import tempfile
 
 import numpy as np
+
 
 
 def data_home():
@@ -20,43 +18,6 @@ def data_home():
         os.path.expanduser('~'), '.d2lbert')
     os.makedirs(home, exist_ok=True)
     return home
-
-
-def sha1_of_file(path, block_size=1 << 20):
-    """Hex SHA-1 of a file, read in 1 MB blocks."""
-    sha1 = hashlib.sha1()
-    with open(path, 'rb') as f:
-        for block in iter(lambda: f.read(block_size), b''):
-            sha1.update(block)
-    return sha1.hexdigest()
-
-
-def sha1_of_strings(*parts):
-    """Hex SHA-1 of the given values' ``repr``, for cache keys."""
-    return hashlib.sha1(repr(parts).encode('utf-8')).hexdigest()
-
-
-@contextlib.contextmanager
-def atomic_directory(final_path):
-    """Build a directory under a temporary name; rename it into place at the end.
-
-    Use as ``with atomic_directory(path) as tmp: write files into tmp``. On an
-    exception the temporary directory is deleted and nothing appears at
-    ``final_path``. If another process finished ``final_path`` first, its
-    copy is kept (both hold the same content).
-    """
-    parent = os.path.dirname(final_path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='.tmp-', dir=parent)
-    try:
-        yield tmp
-        try:
-            os.rename(tmp, final_path)
-        except OSError:
-            if not os.path.isdir(final_path):
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def append_array(directory, name, values):

@@ -24,7 +24,8 @@ import urllib.error
 import urllib.request
 import zipfile
 
-from .cache import atomic_directory, data_home
+from ..util.files import atomic_directory
+from .cache import data_home
 
 DEFAULT_BASE_URL = 'https://wikitext.smerity.com/'
 WIKITEXT_ARCHIVES = {

@@ -30,7 +30,9 @@ import os
 
 from .bundled import bundled_corpus_directory
 from .batches import PretrainingBatches
-from .cache import atomic_directory, data_home, sha1_of_file, sha1_of_strings
+from ..util.files import atomic_directory
+from ..util.hashing import sha1_of_file, sha1_of_strings
+from .cache import data_home
 from .corpus import guess_file_format, read_paragraphs
 from .download import WIKITEXT_ARCHIVES, wikitext_directory
 from .encoding import TokenizedCorpus, count_tokens

@@ -9,10 +9,9 @@ A d2lbert model directory holds
 """
 import os
 
-from ..checkpoint import find_checkpoint
-from ..config import BERTConfig
 from ..data.vocab import Vocab
-from ..model import BERTModel
+from ..model import BERTConfig, BERTModel
+from ..train.checkpoint import find_checkpoint
 from .huggingface import from_huggingface, read_tokenizer, to_huggingface, write_tokenizer
 
 

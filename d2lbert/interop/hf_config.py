@@ -14,7 +14,7 @@
     tie_word_embeddings            tie_decoder
     hidden_act ('gelu')            hidden_act, with embedding_layer_norm=True
 """
-from ..config import BERTConfig
+from ..model import BERTConfig
 
 # Hugging Face name -> (BERTConfig name, Hugging Face's default or None if required)
 FIELDS = {

@@ -81,8 +81,7 @@ def _build_with_d2l(path, max_len, seed):
 
 
 def _build_with_d2lbert(path, max_len, seed):
-    from .loader import build_pretraining_examples
-    from .batches import PretrainingBatches
+    from ..data import PretrainingBatches, build_pretraining_examples
     examples = build_pretraining_examples(path, max_len=max_len, seed=seed)
     for _ in PretrainingBatches(examples, batch_size=512).batches(0):
         pass

@@ -4,8 +4,8 @@ import os
 import mxnet as mx
 from mxnet import np
 
-from . import checkpoint as ckpt
-from .model import BERTModel
+from ..model import BERTModel
+from ..train import checkpoint as ckpt
 
 
 def load_pretrained(path, ctx=None):
@@ -16,7 +16,7 @@ def load_pretrained(path, ctx=None):
         raise FileNotFoundError(f'no pretrained model folder at {path!r}')
     if os.path.isfile(os.path.join(path, 'model.params')) and not os.path.isfile(
             os.path.join(path, 'manifest.json')):
-        from .interop import load_model_dir
+        from .convert import load_model_dir
         net, vocab, _ = load_model_dir(path)
         net.collect_params().reset_ctx(ctx or mx.cpu())
     else:

@@ -3,8 +3,7 @@ Transformer encoder blocks."""
 from mxnet import np
 from mxnet.gluon import nn
 
-from . import checks, kernels
-from .layer_norm import LayerNorm
+from ..util import checks
 from .transformer import TransformerEncoderBlock
 
 
@@ -31,7 +30,8 @@ class BERTEncoder(nn.HybridBlock):
             self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
             self.segment_embedding = nn.Embedding(type_vocab_size, num_hiddens)
             self.position_embedding = nn.Embedding(max_len, num_hiddens)
-            self.embedding_norm = (LayerNorm(num_hiddens, layer_norm_eps)
+            self.embedding_norm = (nn.LayerNorm(epsilon=layer_norm_eps,
+                                                in_channels=num_hiddens)
                                    if embedding_layer_norm else None)
             self.embedding_dropout = nn.Dropout(dropout)
             self.blocks = nn.HybridSequential()
@@ -54,52 +54,20 @@ class BERTEncoder(nn.HybridBlock):
         return valid_lens
 
     def hybrid_forward(self, F, tokens, segments, valid_lens):
-        return self._encode(F, tokens, segments, self._positions(F, tokens), valid_lens)
-
-    def packed(self, F, tokens, segments, valid_lens, token_index):
-        """The encoder on the valid tokens only (`d2lbert.packing`), for a hybrid_forward.
-
-        token_index: (num_rows,) flat index b * seq_len + t of each packed row's token
-        returns: (num_rows, num_hiddens), row i encoding the token at token_index[i]
-        """
-        def pick(ids):
-            return F.np.take(ids.reshape(-1), token_index)
-        return self._encode(F, pick(tokens), pick(segments),
-                            pick(self._positions(F, tokens)), valid_lens)
-
-    @staticmethod
-    def _positions(F, tokens):
-        # (batch_size, seq_len): every example's positions, so that all three embeddings
-        # have the same shape; adding a broadcast (seq_len, num_hiddens) instead would
-        # make the backward pass sum over the batch with MXNet's slow CPU reduction
-        return (F.npx.arange_like(tokens, axis=1).reshape(1, -1)
-                + F.np.zeros_like(tokens, dtype='int32'))
-
-    def _encode(self, F, tokens, segments, positions, valid_lens):
-        if kernels.usable(self.token_embedding.weight):
-            X = self._fused_embedding(F, tokens, segments, positions)
-        else:
-            X = (self.token_embedding(tokens) + self.segment_embedding(segments)
-                 + self.position_embedding(positions))
-            if self.embedding_norm is not None:
-                X = self.embedding_norm(X)
-            X = self.embedding_dropout(X)
+        X = self.embed(F, tokens, segments)
         for block in self.blocks:
             X = block(X, valid_lens)
         return X
 
-    def _fused_embedding(self, F, tokens, segments, positions):
-        """The same with d2lbert's kernels: the segment and position lookups, the sum
-        and dropout in one operator (`d2lbert_embedding`); with a LayerNorm, dropout
-        after it."""
-        small = (self.segment_embedding.weight, self.position_embedding.weight)
-        if checks.is_symbol(tokens):
-            tables = [weight.var() for weight in small]
-        else:
-            tables = [weight.data(tokens.ctx) for weight in small]
-        rate = 0.0 if self.embedding_norm is not None else self.dropout_rate
-        X = kernels.embedding(F, self.token_embedding(tokens), segments, positions,
-                              *tables, rate)
-        if self.embedding_norm is None:
-            return X
-        return kernels.dropout(F, self.embedding_norm(X), self.dropout_rate)
+    def embed(self, F, tokens, segments):
+        """BERT's input representation: the sum of the token, segment and position
+        embeddings (then LayerNorm, if configured) and dropout.
+
+        tokens, segments: (batch_size, seq_len) -> (batch_size, seq_len, num_hiddens)
+        """
+        positions = F.npx.arange_like(tokens, axis=1)  # 0, 1, ..., seq_len - 1
+        X = (self.token_embedding(tokens) + self.segment_embedding(segments)
+             + self.position_embedding(positions))     # (seq_len, H) added to every example
+        if self.embedding_norm is not None:
+            X = self.embedding_norm(X)
+        return self.embedding_dropout(X)

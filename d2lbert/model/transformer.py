@@ -2,7 +2,7 @@
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention
-from .layer_norm import AddNorm
+from .add_norm import AddNorm
 
 
 def activation(name):

@@ -1,4 +1,8 @@
-"""Packing: computing on the valid tokens of a batch only, not on its padding.
+"""Packing, the host side: where a batch's valid tokens are, computed with the
+batch's other NumPy arrays (`PretrainingBatch.token_index`), so that a training
+step needs no copy from the device. The encoder's side is `d2lbert.fast.packing`.
+
+Packing means computing on the valid tokens of a batch only, not on its padding.
 
 A padded batch (batch_size, seq_len) spends the same work on padding as on real
 tokens; with lengths spread between seq_len / 2 and seq_len, a quarter of it. The

@@ -1,9 +1,9 @@
-"""`PretrainingObjective`: a `BERTModel`'s two pretraining losses as one graph."""
+"""`PretrainingObjective`: a BERT model's two pretraining losses as one graph."""
 import weakref
 
 from mxnet.gluon import nn
 
-from .heads import gather_positions
+from ..model.heads import gather_positions
 from .mlm_loss import masked_lm_loss
 
 
@@ -15,17 +15,17 @@ class PretrainingObjective(nn.HybridBlock):
     by (mlm_accuracy, nsp_accuracy) if with_accuracy.
       tokens, segments: (batch_size, seq_len); valid_lens, nsp_labels: (batch_size,)
       pred_positions, mlm_weights, mlm_labels: (batch_size, num_preds)
-      token_index: (num_rows,), only if packed: the encoder then runs on the valid
-        tokens only (`d2lbert.packing`); every prediction slot must point at a valid
-        token
+      token_index: (num_rows,), only if packed: the encoder (a `FusedBERTEncoder`)
+        then runs on the valid tokens only (`d2lbert.data.packing`); every prediction
+        slot must point at a valid token
 
-    It shares the model's parameters and is not one of its children (the model keeps
-    it, `BERTModel.pretraining_loss` calls it). Hybridized, the losses are part of
-    the graph, so MXNet plans their memory once instead of allocating (and the kernel
-    zeroing) hundreds of megabytes of logits every step. `with_gradient=True`
-    computes the masked-LM gradient in the forward pass (see `mlm_loss.py`), for
-    training; with_accuracy adds an argmax over all logits, so training asks for it
-    only on the steps it logs.
+    It shares the model's parameters and calls its blocks, but is not one of its
+    children (`FastBERTModel` keeps it). Hybridized, the losses are part of the graph,
+    so MXNet plans their memory once instead of allocating (and the kernel zeroing)
+    hundreds of megabytes of logits every step. `with_gradient=True` computes the
+    masked-LM gradient in the forward pass (see `mlm_loss.py`), for training;
+    with_accuracy adds an argmax over all logits, so training asks for it only on the
+    steps it logs.
     """
     def __init__(self, model, with_gradient=True, with_accuracy=False, packed=False):
         super().__init__(prefix=model.prefix + 'objective_')
@@ -41,14 +41,13 @@ class PretrainingObjective(nn.HybridBlock):
                        output_bias=None):
         model = self._model()
         if self.packed:
-            cls, predicted = self._encode_packed(F, model, tokens, segments, valid_lens,
-                                                 pred_positions, token_index)
+            encoded = model.encoder.packed(F, tokens, segments, valid_lens, token_index)
+            cls, predicted = packed_rows(F, encoded, valid_lens, pred_positions)
         else:
             encoded = model.encoder(tokens, segments, valid_lens)
             cls, predicted = encoded[:, 0, :], gather_positions(encoded, pred_positions)
-        nsp_logits = model.nsp.output(model.nsp.pooler(cls))
-        hidden = model.mlm.transform(predicted)
-        hidden = F.npx.reshape(hidden, (-5, -2))  # (batch_size * num_preds, num_hiddens)
+        nsp_logits = model.nsp(cls)
+        hidden = F.npx.reshape(model.mlm.transform(predicted), (-5, -2))  # (slots, hiddens)
         mlm_labels = mlm_labels.reshape(-1).astype('int32')
         mlm_weights = mlm_weights.reshape(-1)
         mlm_loss, probs = masked_lm_loss(F, hidden, output_weight, output_bias, mlm_labels,
@@ -63,23 +62,11 @@ class PretrainingObjective(nn.HybridBlock):
         nsp_accuracy = (F.np.argmax(nsp_logits, axis=-1).astype('int32') == nsp_labels).mean()
         return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy
 
-    @staticmethod
-    def _encode_packed(F, model, tokens, segments, valid_lens, pred_positions, token_index):
-        """The encoded <cls> tokens (batch_size, num_hiddens) and predicted positions
-        (batch_size, num_preds, num_hiddens), with the encoder on packed rows."""
-        encoded = model.encoder.packed(F, tokens, segments, valid_lens, token_index)
-        valid_lens = valid_lens.astype('int32')
-        first_rows = F.np.cumsum(valid_lens) - valid_lens  # each example's <cls> row
-        pred_rows = first_rows.reshape(-1, 1) + pred_positions.astype('int32')
-        return (F.np.take(encoded, first_rows, axis=0),
-                F.np.take(encoded, pred_rows, axis=0))
 
-
-class ObjectiveCache:
-    """A model's `PretrainingObjective` blocks by (with_gradient, with_accuracy).
-
-    A plain object rather than a dict attribute, where Gluon would warn about
-    unregistered blocks; they are deliberately not the model's children.
-    """
-    def __init__(self):
-        self.blocks = {}
+def packed_rows(F, encoded, valid_lens, pred_positions):
+    """The encoded <cls> tokens (batch_size, num_hiddens) and predicted positions
+    (batch_size, num_preds, num_hiddens) from the packed rows (num_rows, num_hiddens)."""
+    valid_lens = valid_lens.astype('int32')
+    first_rows = F.np.cumsum(valid_lens) - valid_lens  # each example's <cls> row
+    pred_rows = first_rows.reshape(-1, 1) + pred_positions.astype('int32')
+    return F.np.take(encoded, first_rows, axis=0), F.np.take(encoded, pred_rows, axis=0)

@@ -1,4 +1,4 @@
-"""One data-parallel pretraining step, and held-out evaluation.
+"""One data-parallel pretraining step: forward, backward, clipping, update.
 
 The gradient of a step must not depend on how many devices share the batch (the
 book's loop sums per-device mean losses, so its update grows with the device
@@ -6,30 +6,30 @@ count). Each device's loss is weighted by its share of the batch's prediction
 slots (MLM) and sentence pairs (NSP); the Trainer then sums the gradients across
 devices, which gives exactly the gradient of the whole batch's mean loss.
 """
-import math
-
 import mxnet as mx
 import numpy as onp
 from mxnet import autograd, np
 
-from .checks import skip_value_checks
-from .optimization import clip_global_norm
+from .. import fast
+from ..util.checks import skip_value_checks
 
 
 def split_batch(batch, num_parts):
-    """Split a host batch (tuple of NumPy arrays, batch first) into num_parts shards."""
+    """Split a host batch (a `PretrainingBatch` of NumPy arrays, batch first) into
+    num_parts shards of the same type."""
     batch_size = len(batch[0])
     if batch_size < num_parts:
         raise ValueError(f'batch of {batch_size} examples cannot be split over '
                          f'{num_parts} devices')
     bounds = onp.linspace(0, batch_size, num_parts + 1).astype(int)
-    return [tuple(array[lo:hi] for array in batch) for lo, hi in zip(bounds, bounds[1:])]
+    return [type(batch)(*(array[lo:hi] for array in batch))
+            for lo, hi in zip(bounds, bounds[1:])]
 
 
 def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0):
     """Add to the parameters' gradients (grad_req='add') the gradient of the mean pretraining
     loss over `batches` (host batches that together form one optimizer step), times
-    loss_scale (mixed precision: `optimization.DynamicLossScale`).
+    loss_scale (mixed precision: `loss_scale.DynamicLossScale`).
 
     returns: device arrays on ctxs[0]: (mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy),
     each the average over all real prediction slots or sentence pairs of the step;
@@ -40,17 +40,30 @@ def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0):
     totals = [np.zeros((), ctx=ctxs[0]) for _ in range(4 if with_accuracy else 2)]
     for batch in batches:
         for shard, ctx in zip(split_batch(batch, len(ctxs)), ctxs):
-            slot_share = float(shard[4].sum()) / total_slots
-            pair_share = len(shard[6]) / total_pairs
-            arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
-            with autograd.record(), skip_value_checks():
-                values = net.pretraining_loss(*arrays, with_accuracy=with_accuracy)
+            slot_share = float(shard.mlm_weights.sum()) / total_slots
+            pair_share = len(shard.nsp_labels) / total_pairs
+            with autograd.record():
+                values = shard_losses(net, shard, ctx, with_accuracy)
                 loss = (values[0] * slot_share + values[1] * pair_share) * loss_scale
             loss.backward()
             for i, (value, share) in enumerate(zip(
                     values, (slot_share, pair_share, slot_share, pair_share))):
                 totals[i] = totals[i] + value.as_in_ctx(ctxs[0]) * share
     return totals
+
+
+def shard_losses(net, shard, ctx, with_accuracy):
+    """`net.pretraining_loss` of a host `PretrainingBatch` copied to ctx. A model on
+    the fast path (`d2lbert.fast`) also gets the batch's packing index, computed on
+    the host with the batch: the step never copies from the device."""
+    arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
+    options = {'with_accuracy': with_accuracy}
+    if isinstance(net, fast.FastBERTModel):
+        token_index = shard.token_index()
+        if token_index is not None:
+            options['token_index'] = np.array(token_index, dtype='int32', ctx=ctx)
+    with skip_value_checks():  # the data pipeline's batches are valid
+        return net.pretraining_loss(*arrays, **options)
 
 
 def optimizer_step(net, trainer, clip=None, loss_scale=None):
@@ -83,28 +96,13 @@ def seed_step(seed, step):
     mx.random.seed((seed * 1_000_003 + step) % (2 ** 31))
 
 
-def evaluate(net, data_iter, ctx, max_batches=None):
-    """Held-out MLM accuracy and perplexity, NSP accuracy, in inference mode.
+def clip_global_norm(grads, max_norm):
+    """Scale the gradients of one device so their global L2 norm is at most max_norm.
 
-    Also reports the accuracy of always predicting the most frequent masked token,
-    the baseline the MLM accuracy must beat.
+    Stays on the device (no host sync); returns the norm before clipping (a scalar array).
     """
-    sums = onp.zeros(4)
-    label_counts = onp.zeros(0)
-    slots = pairs = 0
-    for i, batch in enumerate(data_iter.batches(0)):
-        if max_batches is not None and i >= max_batches:
-            break
-        arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in batch]
-        with skip_value_checks():
-            values = net.pretraining_loss(*arrays, with_accuracy=True)
-        n_slots, n_pairs = float(batch.mlm_weights.sum()), len(batch.nsp_labels)
-        sums += [float(v) * w for v, w in zip(values, (n_slots, n_pairs, n_slots, n_pairs))]
-        slots, pairs = slots + n_slots, pairs + n_pairs
-        labels = batch.mlm_labels[batch.mlm_weights > 0]
-        counts = onp.bincount(labels, minlength=len(label_counts))
-        label_counts = onp.pad(label_counts, (0, len(counts) - len(label_counts))) + counts
-    return {'mlm_loss': sums[0] / slots, 'mlm_perplexity': math.exp(min(sums[0] / slots, 50)),
-            'nsp_loss': sums[1] / pairs, 'mlm_accuracy': sums[2] / slots,
-            'nsp_accuracy': sums[3] / pairs,
-            'mlm_baseline_accuracy': float(label_counts.max() / slots)}
+    total = np.sqrt(sum((g.astype('float32') ** 2).sum() for g in grads))
+    scale = np.minimum(max_norm / (total + 1e-6), 1.0)
+    for g in grads:
+        g *= scale.astype(g.dtype)
+    return total

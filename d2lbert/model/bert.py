@@ -1,12 +1,11 @@
-"""`BERTModel`: the encoder and both pretraining heads, composed."""
-from mxnet import autograd, np
+"""`BERTModel`: the encoder and both pretraining heads, composed, and their losses."""
+from mxnet import np, npx
 from mxnet.gluon import nn
 
-from . import checks, kernels, packing
+from ..util import checks
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier
-from .objective import ObjectiveCache, PretrainingObjective
 
 
 class BERTModel(nn.HybridBlock):
@@ -37,8 +36,6 @@ class BERTModel(nn.HybridBlock):
                                      layer_norm_eps=options.get('layer_norm_eps', 1e-5),
                                      tied_weight=tied_weight)
             self.nsp = NextSentenceClassifier(num_hiddens)
-        self._objectives = ObjectiveCache()
-        self._hybridize_args = (False, {})
 
     @classmethod
     def from_config(cls, config):
@@ -60,20 +57,13 @@ class BERTModel(nn.HybridBlock):
         if pred_positions is None:
             # Without masked-LM targets the graph differs: run the (hybridized) children.
             encoded = self.encoder(tokens, segments, valid_lens)
-            return encoded, self.nsp(encoded), None
+            return encoded, self.nsp(encoded[:, 0, :]), None
         checks.check_pred_positions(pred_positions, *tokens.shape)
         return super().__call__(tokens, segments, valid_lens, pred_positions)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens, pred_positions):
         encoded = self.encoder(tokens, segments, valid_lens)
-        return encoded, self.nsp(encoded), self.mlm(encoded, pred_positions)
-
-    def hybridize(self, active=True, **kwargs):
-        """Hybridize the model and its pretraining objectives alike."""
-        super().hybridize(active, **kwargs)
-        self._hybridize_args = (active, kwargs)
-        for objective in self._objectives.blocks.values():
-            objective.hybridize(active, **kwargs)
+        return encoded, self.nsp(encoded[:, 0, :]), self.mlm(encoded, pred_positions)
 
     def pretraining_loss(self, tokens, segments, valid_lens, pred_positions, mlm_weights,
                          mlm_labels, nsp_labels, with_accuracy=False):
@@ -85,41 +75,29 @@ class BERTModel(nn.HybridBlock):
         returns: (mlm_loss, nsp_loss): the cross-entropy averaged over the real
         prediction slots, and over the sentence pairs; with_accuracy=True appends
         (mlm_accuracy, nsp_accuracy), averaged the same way.
-
-        The losses are computed by a `PretrainingObjective`, one graph with the
-        model; under `autograd.record()` it computes the masked-LM gradient in the
-        forward pass (`mlm_loss.py`): a book-size CPU step went from 4.6 s to 2.7 s.
-        Where d2lbert's kernels run, the batch is packed: the encoder computes on
-        its valid tokens only, not on the padding (`packing.py`).
         """
-        valid_lens = self.encoder.check_inputs(tokens, segments, valid_lens)
         checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
-                                         nsp_labels, *tokens.shape,
-                                         self.mlm.vocab_size)
-        token_index = self._token_index(valid_lens, pred_positions, tokens.shape[1])
-        objective = self.objective(autograd.is_recording(), with_accuracy,
-                                   packed=token_index is not None)
-        packing_input = [] if token_index is None else [token_index]
-        return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
-                         mlm_labels, nsp_labels, *packing_input)
+                                         nsp_labels, *tokens.shape, self.mlm.vocab_size)
+        _, nsp_logits, mlm_logits = self(tokens, segments, valid_lens, pred_positions)
+        mlm_loss = weighted_mean(cross_entropy(mlm_logits, mlm_labels), mlm_weights)
+        nsp_loss = cross_entropy(nsp_logits, nsp_labels).mean()
+        if not with_accuracy:
+            return mlm_loss, nsp_loss
+        return (mlm_loss, nsp_loss, weighted_mean(correct(mlm_logits, mlm_labels), mlm_weights),
+                correct(nsp_logits, nsp_labels).mean())
 
-    def _token_index(self, valid_lens, pred_positions, seq_len):
-        """The batch's `packing.token_index`, on its context; None where d2lbert's
-        kernels don't run or a prediction slot points at padding (not packable)."""
-        if not kernels.usable(self.encoder.token_embedding.weight):
-            return None
-        lengths = valid_lens.asnumpy()
-        if not packing.packable(lengths, pred_positions.asnumpy()):
-            return None
-        return np.array(packing.token_index(lengths, seq_len), dtype='int32',
-                        ctx=valid_lens.ctx)
 
-    def objective(self, with_gradient=True, with_accuracy=False, packed=False):
-        """The (cached) `PretrainingObjective` of this model, hybridized like it."""
-        key = (with_gradient, with_accuracy, packed)
-        if key not in self._objectives.blocks:
-            objective = PretrainingObjective(self, with_gradient, with_accuracy, packed)
-            active, kwargs = self._hybridize_args
-            objective.hybridize(active, **kwargs)
-            self._objectives.blocks[key] = objective
-        return self._objectives.blocks[key]
+def cross_entropy(logits, labels):
+    """-log softmax(logits)[label], elementwise: (..., num_classes), (...) -> (...)."""
+    return -npx.pick(npx.log_softmax(logits), labels.astype('int32'))
+
+
+def correct(logits, labels):
+    """1.0 where the largest logit is the label's, else 0.0: (...)."""
+    return (np.argmax(logits, axis=-1).astype('int32') == labels.astype('int32')).astype(
+        'float32')
+
+
+def weighted_mean(values, weights):
+    """sum(values * weights) / sum(weights): the mean over the real prediction slots."""
+    return (values * weights).sum() / (weights.sum() + 1e-8)

@@ -7,15 +7,15 @@ Layout of a pretraining output folder::
     OUT/checkpoints/step-000200/  config.json vocab.json model.params
                                   trainer.states state.json manifest.json
 """
-import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
 
-from .config import BERTConfig
-from .data import Vocab
+from ..data import Vocab
+from ..model import BERTConfig
+from ..util.hashing import sha1_of_file
 
 CHECKPOINT_DIR = 'checkpoints'
 _NAME = re.compile(r'^step-(\d{6,})$')
@@ -23,14 +23,6 @@ _NAME = re.compile(r'^step-(\d{6,})$')
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, incomplete, corrupted or does not match the run."""
-
-
-def _sha1(path):
-    digest = hashlib.sha1()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def save_checkpoint(out_dir, step, net, trainer, config, vocab, state, keep=3):
@@ -47,7 +39,7 @@ def save_checkpoint(out_dir, step, net, trainer, config, vocab, state, keep=3):
         with open(os.path.join(tmp, 'state.json'), 'w') as f:
             json.dump({**state, 'step': step}, f, indent=2)
         manifest = {name: {'bytes': os.path.getsize(os.path.join(tmp, name)),
-                           'sha1': _sha1(os.path.join(tmp, name))}
+                           'sha1': sha1_of_file(os.path.join(tmp, name))}
                     for name in sorted(os.listdir(tmp))}
         with open(os.path.join(tmp, 'manifest.json'), 'w') as f:
             json.dump(manifest, f, indent=2)
@@ -96,7 +88,7 @@ def verify_checkpoint(checkpoint):
         path = os.path.join(checkpoint, name)
         if not os.path.isfile(path):
             raise CheckpointError(f'checkpoint {checkpoint} is missing {name}')
-        if os.path.getsize(path) != expected['bytes'] or _sha1(path) != expected['sha1']:
+        if os.path.getsize(path) != expected['bytes'] or sha1_of_file(path) != expected['sha1']:
             raise CheckpointError(f'checkpoint file {path} is corrupted or truncated '
                                   '(size or SHA-1 differs from manifest.json)')
 

@@ -9,14 +9,16 @@ import time
 import mxnet as mx
 from mxnet import init, np
 
+from .. import fast
+from ..data import load_data_wiki
+from ..model import BERTConfig, BERTModel
 from . import checkpoint as ckpt
-from .config import BERTConfig
-from .data import load_data_wiki
 from .devices import usable_gpu_ids
+from .evaluate import evaluate
+from .loss_scale import DynamicLossScale
 from .metrics import MetricsLog
-from .model import BERTModel
-from .optimization import DynamicLossScale, learning_rate, make_trainer
-from .training import evaluate, forward_backward, optimizer_step, seed_step
+from .optimizer import learning_rate, make_trainer
+from .step import forward_backward, optimizer_step, seed_step
 
 
 class PretrainError(Exception):
@@ -56,6 +58,7 @@ class PretrainOptions:
     num_workers: int = 0
     min_freq: int = 5
     progress: bool = True
+    plain: bool = False
 
 
 def resolve_contexts(options):
@@ -167,6 +170,8 @@ def pretrain(options):
     net = BERTModel.from_config(config)
     mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
+    if not options.plain:
+        fast.accelerate(net)
     net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
     trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
                            options.kvstore)

@@ -2,8 +2,7 @@
 next sentence prediction."""
 from mxnet.gluon import nn
 
-from . import checks
-from .layer_norm import LayerNorm
+from ..util import checks
 from .transformer import activation
 
 
@@ -27,10 +26,11 @@ class MaskLMDecoder(nn.HybridBlock):
       X: (batch_size, seq_len, num_hiddens); pred_positions: (batch_size, num_preds)
       returns: logits (batch_size, num_preds, vocab_size)
 
-    Dense -> activation -> LayerNorm ("transform"), then the output layer. Options:
-    hidden_act='relu'|'gelu', layer_norm_eps=1e-5, and tied_weight: a Parameter of
-    shape (vocab_size, num_hiddens), normally the token embedding, to use as the
-    output weight (Google's BERT); the output bias is always the decoder's own.
+    `transform` (Dense -> activation -> LayerNorm), then the output layer
+    (`output_weight`, `output_bias`). Options: hidden_act='relu'|'gelu',
+    layer_norm_eps=1e-5, and tied_weight: a Parameter of shape (vocab_size,
+    num_hiddens), normally the token embedding, to use as the output weight
+    (Google's BERT); the output bias is always the decoder's own.
     """
     def __init__(self, vocab_size, num_hiddens, hidden_act='relu', layer_norm_eps=1e-5,
                  tied_weight=None, **kwargs):
@@ -40,7 +40,7 @@ class MaskLMDecoder(nn.HybridBlock):
             self.transform = nn.HybridSequential()
             self.transform.add(nn.Dense(num_hiddens, flatten=False, in_units=num_hiddens),
                                activation(hidden_act),
-                               LayerNorm(num_hiddens, layer_norm_eps))
+                               nn.LayerNorm(epsilon=layer_norm_eps, in_channels=num_hiddens))
             self.output_weight = tied_weight if tied_weight is not None else self.params.get(
                 'output_weight', shape=(vocab_size, num_hiddens))
             self.output_bias = self.params.get('output_bias', shape=(vocab_size,),
@@ -58,12 +58,12 @@ class MaskLMDecoder(nn.HybridBlock):
 
 
 class NextSentenceClassifier(nn.HybridBlock):
-    """Is sentence B the sentence that follows A? Reads the `<cls>` position.
+    """Is sentence B the sentence that follows A? Reads the encoded `<cls>` token.
 
-    forward(X): X (batch_size, seq_len, num_hiddens) -> logits (batch_size, 2)
+    forward(X): X (batch_size, num_hiddens), the `<cls>` vectors -> logits (batch_size, 2)
 
-    The pooler (Dense with tanh on the `<cls>` vector) is available on its own as
-    `self.pooler`, e.g. for fine-tuning.
+    The pooler (Dense with tanh) is available on its own as `self.pooler`, e.g. for
+    fine-tuning.
     """
     def __init__(self, num_hiddens, **kwargs):
         super().__init__(**kwargs)
@@ -72,4 +72,4 @@ class NextSentenceClassifier(nn.HybridBlock):
             self.output = nn.Dense(2, in_units=num_hiddens)
 
     def hybrid_forward(self, F, X):
-        return self.output(self.pooler(X[:, 0, :]))
+        return self.output(self.pooler(X))

@@ -43,7 +43,8 @@ import warnings
 import mxnet as mx
 import numpy as onp
 
-from ..data.cache import atomic_directory, sha1_of_file, sha1_of_strings
+from ...util.files import atomic_directory
+from ...util.hashing import sha1_of_file, sha1_of_strings
 
 SOURCES = ('library.cc', 'layer_norm.cc', 'attention.cc', 'dropout.cc', 'embedding.cc')
 HEADERS = ('common.h', 'gemm.h')
@@ -116,10 +117,15 @@ def _compile(command):
         raise RuntimeError(f'{" ".join(command)} failed:\n{result.stderr[-2000:]}')
 
 
+def enabled():
+    """False if the user switched the kernels off (D2LBERT_FUSED_KERNELS=0)."""
+    return os.environ.get('D2LBERT_FUSED_KERNELS', '1') != '0'
+
+
 @functools.lru_cache(maxsize=None)
 def available():
     """True once the kernels are compiled and loaded into MXNet (once per process)."""
-    if os.environ.get('D2LBERT_FUSED_KERNELS', '1') == '0':
+    if not enabled():
         return False
     compiler = os.environ.get('CXX') or 'g++'
     try:

@@ -1,0 +1,95 @@
+"""d2lbert's fast path: the book's model (`d2lbert.model`), computed faster on a CPU.
+
+    net = d2lbert.BERTModel.from_config(config)
+    net.initialize(...)
+    d2lbert.fast.accelerate(net)       # before net.hybridize()
+
+`accelerate` is the one switch. Every fast block is a subclass of one of the book's
+blocks that keeps its parameters, children and names and changes only how the
+forward pass computes; `accelerate` turns each block of the model into its fast
+subclass in place (it reassigns the object's class). A checkpoint saved from
+either loads into the other, and both compute the same numbers:
+
+* `FusedMultiHeadAttention` (`attention.py`): scores, masked softmax, dropout and
+  weighted sum in one C++ operator (`kernels/attention.cc`);
+* `FusedAddNorm`, `FusedLayerNorm` (`layer_norm.py`): add & norm in one pass;
+* `FusedBERTEncoder` (`encoder.py`): the input embedding in one operator, and the
+  encoder on packed rows (the valid tokens only);
+* `FastBERTModel` (`model.py`): the pretraining losses as one graph
+  (`objective.py`) with the masked-LM gradient computed in the forward pass
+  (`mlm_loss.py`).
+
+The kernels are CPU code (`kernels/`, compiled on first use). Where they can't run
+(D2LBERT_FUSED_KERNELS=0, no compiler, a model on a GPU or in float16),
+`accelerate` leaves the model as it is and says why in one line.
+"""
+import logging
+
+import numpy as onp
+from mxnet.gluon import nn
+
+from ..model import AddNorm, BERTEncoder, BERTModel, MultiHeadAttention
+from . import kernels
+from .attention import FusedMultiHeadAttention
+from .encoder import FusedBERTEncoder
+from .layer_norm import FusedAddNorm, FusedLayerNorm
+from .model import FastBERTModel
+
+FAST_BLOCKS = {MultiHeadAttention: FusedMultiHeadAttention, AddNorm: FusedAddNorm,
+               nn.LayerNorm: FusedLayerNorm, BERTEncoder: FusedBERTEncoder,
+               BERTModel: FastBERTModel}
+
+logger = logging.getLogger('d2lbert')
+
+
+def accelerate(net):
+    """Switch `net` (a `BERTModel`, or any block built of the book's blocks) to the
+    fast path, in place, and return it. Call it before `net.hybridize()`.
+
+    Where the kernels can't run, `net` stays the book's model and one line (a
+    warning of the 'd2lbert' logger) says why, unless D2LBERT_FUSED_KERNELS=0 chose it.
+    """
+    reason = why_not_fast(net)
+    if reason:
+        if reason != 'D2LBERT_FUSED_KERNELS=0':
+            logger.warning("d2lbert: %s: running the book's model (d2lbert.model)", reason)
+        return net
+    net.apply(to_fast_block)
+    return net
+
+
+def to_fast_block(block):
+    """Give `block` its fast class, if its class has one (for `Block.apply`)."""
+    fast_class = FAST_BLOCKS.get(type(block))
+    if fast_class is not None:
+        block.__class__ = fast_class
+
+
+def is_fast(net):
+    """Did `accelerate` switch this model to the fast path?"""
+    return isinstance(net, tuple(FAST_BLOCKS.values()))
+
+
+def why_not_fast(net):
+    """Why d2lbert's kernels can't run `net`, or None if they can."""
+    if not kernels.enabled():
+        return 'D2LBERT_FUSED_KERNELS=0'
+    params = list(net.collect_params().values())
+    if any(ctx.device_type != 'cpu' for ctx in contexts_of(params)):
+        return "the model is on a GPU, and d2lbert's kernels are CPU code"
+    if any(onp.dtype(param.dtype) != onp.float32 for param in params):
+        return "the model is not in float32, the only type d2lbert's kernels compute in"
+    if not kernels.available():
+        return "d2lbert's CPU kernels could not be built (see the warning above)"
+    return None
+
+
+def contexts_of(params):
+    """The devices the parameters are (or will be, once initialized) on."""
+    contexts = set()
+    for param in params:
+        try:
+            contexts.update(param.list_ctx())
+        except RuntimeError:  # not initialized yet: the blocks check when they run
+            pass
+    return contexts

@@ -1,0 +1,46 @@
+"""Multi-head attention on d2lbert's attention kernel."""
+from ..model.attention import MultiHeadAttention
+from . import kernels
+
+
+class FusedMultiHeadAttention(MultiHeadAttention):
+    """`MultiHeadAttention` (same parameters, same results) whose scores, masked
+    softmax, dropout and weighted sum run in one operator, `d2lbert_attention`
+    (`kernels/attention.cc`).
+
+    forward(X, valid_lens): X (batch_size, seq_len, num_hiddens), or packed
+    (num_rows, num_hiddens): the examples' valid tokens one after another
+    (`d2lbert.fast.encoder`); returns X's shape.
+
+    The kernel takes the three projections as one matrix product whose output
+    columns are interleaved per head, [q_1 k_1 v_1 q_2 k_2 v_2 ...], so that one
+    head's queries, keys and values sit next to each other in memory. Where the
+    kernel can't run (GPU, float16) the book's computation runs.
+    """
+    def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
+                       query_bias, key_bias, value_bias):
+        if not kernels.usable(self.query_weight):
+            return super().hybrid_forward(F, X, valid_lens, query_weight, key_weight,
+                                          value_weight, query_bias, key_bias, value_bias)
+        weight, bias = self.interleaved_projection(
+            F, (query_weight, key_weight, value_weight), (query_bias, key_bias, value_bias))
+        qkv = F.npx.fully_connected(X, weight, bias, num_hidden=3 * self.num_hiddens,
+                                    flatten=False)  # (..., 3 * num_hiddens)
+        if valid_lens is None:  # every key is valid
+            valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
+        training = kernels.training_flag(F, qkv)
+        qkv, valid_lens, training = kernels.as_legacy(qkv, valid_lens.astype('int32'),
+                                                      training)
+        context = F.d2lbert_attention(qkv, valid_lens, training, heads=self.num_heads,
+                                      dropout=self.dropout_rate)[0]
+        return self.output(context.as_np_ndarray())
+
+    def interleaved_projection(self, F, weights, biases):
+        """The Q/K/V weights as one (3 * num_hiddens, num_hiddens) matrix and biases
+        (3 * num_hiddens,), rows interleaved per head."""
+        heads, hiddens = self.num_heads, self.num_hiddens
+        weight = F.np.stack(weights).reshape(3, heads, hiddens // heads, hiddens)
+        weight = weight.transpose(1, 0, 2, 3).reshape(3 * hiddens, hiddens)
+        bias = F.np.stack(biases).reshape(3, heads, hiddens // heads)
+        bias = bias.transpose(1, 0, 2).reshape(3 * hiddens)
+        return weight, bias

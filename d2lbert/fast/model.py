@@ -1,0 +1,62 @@
+"""`FastBERTModel`: `BERTModel` whose pretraining loss is one fused, packed graph."""
+from mxnet import autograd
+
+from ..model.bert import BERTModel
+from ..util import checks
+from . import kernels
+from .objective import PretrainingObjective
+
+
+class FastBERTModel(BERTModel):
+    """`BERTModel` (same parameters, same forward) whose `pretraining_loss` runs a
+    `PretrainingObjective`: encoder, heads and both losses in one hybridized graph,
+    the masked-LM gradient computed in the forward pass, and, given the batch's
+    `token_index`, the encoder on its valid tokens only.
+
+    Made by `d2lbert.fast.accelerate`, which turns a `BERTModel` into one.
+    """
+    def pretraining_loss(self, tokens, segments, valid_lens, pred_positions, mlm_weights,
+                         mlm_labels, nsp_labels, with_accuracy=False, token_index=None):
+        """`BERTModel.pretraining_loss`, fused. token_index: None, or the batch's
+        `PretrainingBatch.token_index()` on the batch's device: then the encoder
+        skips the padding (on the CPU; elsewhere it is ignored)."""
+        valid_lens = self.encoder.check_inputs(tokens, segments, valid_lens)
+        checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
+                                         nsp_labels, *tokens.shape, self.mlm.vocab_size)
+        packed = token_index is not None and kernels.usable(self.encoder.token_embedding.weight)
+        objective = self.objective(autograd.is_recording(), with_accuracy, packed)
+        packing_input = [token_index] if packed else []
+        return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
+                         mlm_labels, nsp_labels, *packing_input)
+
+    def objective(self, with_gradient=True, with_accuracy=False, packed=False):
+        """The (cached) `PretrainingObjective` of this model, hybridized like it."""
+        key = (with_gradient, with_accuracy, packed)
+        objectives = self.objectives()
+        if key not in objectives:
+            objectives[key] = PretrainingObjective(self, with_gradient, with_accuracy, packed)
+            active, kwargs = getattr(self, 'hybridize_args', (False, {}))
+            objectives[key].hybridize(active, **kwargs)
+        return objectives[key]
+
+    def objectives(self):
+        """{(with_gradient, with_accuracy, packed): PretrainingObjective}, created on
+        first use."""
+        if not hasattr(self, 'pretraining_objectives'):
+            self.pretraining_objectives = ObjectiveCache()
+        return self.pretraining_objectives.blocks
+
+    def hybridize(self, active=True, **kwargs):
+        """Hybridize the model and its pretraining objectives alike."""
+        super().hybridize(active, **kwargs)
+        self.hybridize_args = (active, kwargs)
+        for objective in self.objectives().values():
+            objective.hybridize(active, **kwargs)
+
+
+class ObjectiveCache:
+    """A model's `PretrainingObjective` blocks, in a plain object rather than a dict
+    attribute, where Gluon would warn about unregistered blocks: they share the
+    model's parameters and are deliberately not its children."""
+    def __init__(self):
+        self.blocks = {}

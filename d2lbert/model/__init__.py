@@ -1,0 +1,18 @@
+"""The book's BERT: plain Gluon `HybridBlock`s on MXNet's operators, the code the
+chapters print. It imports nothing of d2lbert but `util`; the fast path
+(`d2lbert.fast`) builds on it.
+
+In reading order: :mod:`.config`, :mod:`.attention`, :mod:`.add_norm`,
+:mod:`.transformer`, :mod:`.encoder`, :mod:`.heads`, :mod:`.bert`.
+"""
+from .add_norm import AddNorm
+from .attention import MultiHeadAttention, masked_softmax
+from .bert import BERTModel
+from .config import BERTConfig
+from .encoder import BERTEncoder
+from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
+from .transformer import PositionWiseFFN, TransformerEncoderBlock
+
+__all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTConfig',
+           'BERTEncoder', 'MaskLMDecoder', 'NextSentenceClassifier', 'gather_positions',
+           'PositionWiseFFN', 'TransformerEncoderBlock']

@@ -1,0 +1,20 @@
+"""The "add & norm" step of a Transformer block."""
+from mxnet.gluon import nn
+
+
+class AddNorm(nn.LayerNorm):
+    """Residual connection, then layer normalization: LayerNorm(X + dropout(Y)).
+
+    forward(X, Y): X, Y (..., num_hiddens) -> (..., num_hiddens)
+      X: the block's input, Y: what its sublayer (attention or FFN) made of it.
+
+    It is a LayerNorm (its parameters gamma and beta) applied to the sum.
+    """
+    def __init__(self, num_hiddens, dropout, epsilon=1e-5, **kwargs):
+        super().__init__(epsilon=epsilon, in_channels=num_hiddens, **kwargs)
+        self.dropout_rate = dropout
+        with self.name_scope():
+            self.dropout = nn.Dropout(dropout)
+
+    def hybrid_forward(self, F, X, Y, gamma, beta):
+        return super().hybrid_forward(F, X + self.dropout(Y), gamma, beta)
