@@ -1,0 +1,93 @@
+"""The package's layers import in one direction only (`d2lbert/__init__.py` lists them):
+a reader's model never depends on the fast path, the data pipeline or training."""
+import ast
+import os
+
+import pytest
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'd2lbert')
+# layer: the layers of d2lbert it may import (besides itself)
+ALLOWED = {
+    'util': set(),
+    'model': {'util'},
+    'fast': {'model', 'util'},
+    'data': {'util'},
+    'train': {'model', 'fast', 'data', 'util'},
+}
+
+
+def sources():
+    """{path relative to the package: source text} of every Python module."""
+    found = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            if name.endswith('.py'):
+                path = os.path.join(folder, name)
+                with open(path, encoding='utf-8') as f:
+                    found[os.path.relpath(path, PACKAGE)] = f.read()
+    return found
+
+
+def module_name(relative_path):
+    """'model/bert.py' -> 'd2lbert.model.bert'; 'model/__init__.py' -> 'd2lbert.model'."""
+    parts = ['d2lbert'] + relative_path[:-3].split(os.sep)
+    return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+def imported_modules(relative_path, text):
+    """The absolute names of the modules a module imports (top level or in functions)."""
+    module = module_name(relative_path)
+    package = module if relative_path.endswith('__init__.py') else module.rpartition('.')[0]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split('.')
+            if node.level:
+                base = base[:len(base) - node.level + 1]
+                name = '.'.join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module
+            yield name
+            yield from (f'{name}.{alias.name}' for alias in node.names)
+
+
+def layer_of(module):
+    """'model' for d2lbert.model.*, ...; None outside the layered folders."""
+    parts = module.split('.')
+    if parts[0] != 'd2lbert' or len(parts) < 2 or parts[1] not in ALLOWED:
+        return None
+    return parts[1]
+
+
+def violations(texts):
+    """One line for each module and layer it may not import but does."""
+    found = set()
+    for relative_path, text in texts.items():
+        module = module_name(relative_path)
+        layer = layer_of(module)
+        if layer is None:
+            continue
+        for name in imported_modules(relative_path, text):
+            other = layer_of(name)
+            if name.split('.')[0] == 'd2lbert' and other is None and len(name.split('.')) > 1:
+                other = name.split('.')[1]  # interop, bench, cli: above every layer
+            if other is not None and other != layer and other not in ALLOWED[layer]:
+                found.add(f'{module} imports d2lbert.{other} ({layer}/ may import '
+                          f'{sorted(ALLOWED[layer]) or "nothing of d2lbert"})')
+    return sorted(found)
+
+
+def test_layers_import_in_one_direction():
+    assert violations(sources()) == []
+
+
+@pytest.mark.parametrize('path, line', [('model/bert.py', 'from ..fast import kernels'),
+                                        ('util/checks.py', 'from ..model import BERTModel'),
+                                        ('data/vocab.py', 'from ..train import pretrain'),
+                                        ('fast/model.py', 'import d2lbert.data')])
+def test_a_forbidden_import_is_found(path, line):
+    """The checker itself: one forbidden import added to a module is reported."""
+    texts = sources()
+    texts[path] += f'\n\ndef late():\n    {line}\n'
+    assert len(violations(texts)) == 1
