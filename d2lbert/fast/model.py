@@ -1,6 +1,4 @@
 """`FastBERTModel`: `BERTModel` whose pretraining loss is one fused, packed graph."""
-from mxnet import autograd
-
 from ..model.bert import BERTModel
 from ..util import checks
 from . import kernels
@@ -10,8 +8,8 @@ from .objective import PretrainingObjective
 class FastBERTModel(BERTModel):
     """`BERTModel` (same parameters, same forward) whose `pretraining_loss` runs a
     `PretrainingObjective`: encoder, heads and both losses in one hybridized graph,
-    the masked-LM gradient computed in the forward pass, and, given the batch's
-    `token_index`, the encoder on its valid tokens only.
+    the masked-LM loss fused (`mlm_loss.py`), and, given the batch's `token_index`,
+    the encoder on its valid tokens only.
 
     Made by `d2lbert.fast.accelerate`, which turns a `BERTModel` into one.
     """
@@ -24,23 +22,23 @@ class FastBERTModel(BERTModel):
         checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
                                          nsp_labels, *tokens.shape, self.mlm.vocab_size)
         packed = token_index is not None and kernels.usable(self.encoder.token_embedding.weight)
-        objective = self.objective(autograd.is_recording(), with_accuracy, packed)
+        objective = self.objective(with_accuracy, packed)
         packing_input = [token_index] if packed else []
         return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
                          mlm_labels, nsp_labels, *packing_input)
 
-    def objective(self, with_gradient=True, with_accuracy=False, packed=False):
+    def objective(self, with_accuracy=False, packed=False):
         """The (cached) `PretrainingObjective` of this model, hybridized like it."""
-        key = (with_gradient, with_accuracy, packed)
+        key = (with_accuracy, packed)
         objectives = self.objectives()
         if key not in objectives:
-            objectives[key] = PretrainingObjective(self, with_gradient, with_accuracy, packed)
+            objectives[key] = PretrainingObjective(self, with_accuracy, packed)
             active, kwargs = getattr(self, 'hybridize_args', (False, {}))
             objectives[key].hybridize(active, **kwargs)
         return objectives[key]
 
     def objectives(self):
-        """{(with_gradient, with_accuracy, packed): PretrainingObjective}, created on
+        """{(with_accuracy, packed): PretrainingObjective}, created on
         first use."""
         if not hasattr(self, 'pretraining_objectives'):
             self.pretraining_objectives = ObjectiveCache()

@@ -4,7 +4,7 @@ import weakref
 from mxnet.gluon import nn
 
 from ..model.heads import gather_positions
-from .mlm_loss import masked_lm_loss
+from .mlm_loss import masked_lm_loss, predictions
 
 
 class PretrainingObjective(nn.HybridBlock):
@@ -22,19 +22,17 @@ class PretrainingObjective(nn.HybridBlock):
     It shares the model's parameters and calls its blocks, but is not one of its
     children (`FastBERTModel` keeps it). Hybridized, the losses are part of the graph,
     so MXNet plans their memory once instead of allocating (and the kernel zeroing)
-    hundreds of megabytes of logits every step. `with_gradient=True` computes the
-    masked-LM gradient in the forward pass (see `mlm_loss.py`), for training;
+    hundreds of megabytes of logits every step. The masked-LM loss is `mlm_loss.py`'s;
     with_accuracy adds an argmax over all logits, so training asks for it only on the
     steps it logs.
     """
-    def __init__(self, model, with_gradient=True, with_accuracy=False, packed=False):
+    def __init__(self, model, with_accuracy=False, packed=False):
         super().__init__(prefix=model.prefix + 'objective_')
         self._model = weakref.ref(model)  # the model owns this block, not the reverse
         self.params.update(model.collect_params())
         self.output_weight = model.mlm.output_weight
         self.output_bias = model.mlm.output_bias
-        self.with_gradient, self.with_accuracy = with_gradient, with_accuracy
-        self.packed = packed
+        self.with_accuracy, self.packed = with_accuracy, packed
 
     def hybrid_forward(self, F, tokens, segments, valid_lens, pred_positions, mlm_weights,
                        mlm_labels, nsp_labels, token_index=None, output_weight=None,
@@ -50,14 +48,13 @@ class PretrainingObjective(nn.HybridBlock):
         hidden = F.npx.reshape(model.mlm.transform(predicted), (-5, -2))  # (slots, hiddens)
         mlm_labels = mlm_labels.reshape(-1).astype('int32')
         mlm_weights = mlm_weights.reshape(-1)
-        mlm_loss, probs = masked_lm_loss(F, hidden, output_weight, output_bias, mlm_labels,
-                                         mlm_weights, model.mlm.vocab_size,
-                                         self.with_gradient)
+        mlm_loss, logits = masked_lm_loss(F, hidden, output_weight, output_bias, mlm_labels,
+                                          mlm_weights, model.mlm.vocab_size)
         nsp_labels = nsp_labels.astype('int32')
         nsp_loss = -F.npx.pick(F.npx.log_softmax(nsp_logits), nsp_labels).mean()
         if not self.with_accuracy:
             return mlm_loss, nsp_loss
-        mlm_correct = F.np.argmax(probs, axis=-1).astype('int32') == mlm_labels
+        mlm_correct = predictions(F, logits, model.mlm.vocab_size) == mlm_labels
         mlm_accuracy = (mlm_correct * mlm_weights).sum() / (mlm_weights.sum() + 1e-8)
         nsp_accuracy = (F.np.argmax(nsp_logits, axis=-1).astype('int32') == nsp_labels).mean()
         return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy
