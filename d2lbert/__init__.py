@@ -1,15 +1,18 @@
 """d2lbert: BERT in MXNet Gluon, the way "Dive into Deep Learning" teaches it.
 
-Importing d2lbert sets OMP_NUM_THREADS (when unset) before MXNet loads and switches
+Importing d2lbert sets OMP_NUM_THREADS (when unset) and, where MXNet's OpenBLAS would
+fall back to generic kernels on this CPU, OPENBLAS_CORETYPE, before MXNet loads; it switches
 MXNet to its NumPy interface (`npx.set_np()`), which all blocks here use.
 
 Layers, each importing only those before it: `util` (helpers), `model` (the book's
 blocks), `fast` (the same model, faster on a CPU: `fast.accelerate`), `data`,
 `train`; then `interop`, `bench` and the `d2lbert` command (`cli`).
 """
+from .util.blas import set_blas_core
 from .util.threads import set_default_threads
 
 set_default_threads()
+set_blas_core()
 
 from mxnet import npx  # noqa: E402  (after the thread count is set)
 

@@ -1,0 +1,90 @@
+"""How fast is each of d2lbert's kernels on this CPU (`d2lbert bench`)?
+
+Each kernel runs forward and backward (autograd) on the book's benchmark shapes:
+the batch of `configs.random_batch('book')` packed to its valid tokens, 128 hidden
+units, 2 heads; the masked-LM log-sum-exp on one eighth of a 20,256-word vocabulary
+for 5,120 slots. The attention kernel does matrix products, so it is reported in
+GFLOP/s (forward 4 L^2 d per example and head, backward 10 L^2 d with the
+recomputed scores) against the GEMM rate of the same run; the others only stream
+memory, so they are reported in GB/s (every input and output read or written once,
+forward and backward) against a large array copy measured in the same process.
+"""
+import numpy as onp
+
+from .configs import get_config, random_batch
+from .timing import best_time
+
+
+def kernel_rates(repeats=5):
+    """{kernel: {'seconds', 'gflops_per_s' or 'gb_per_s'}} and the copy bandwidth."""
+    import mxnet as mx
+    from mxnet import autograd, np, npx
+    from ..fast import kernels
+    npx.set_np()
+    if not kernels.available():
+        return {'error': "d2lbert's kernels could not be built"}
+    config = get_config('book')
+    lengths = random_batch(config)['valid_lens']
+    rows, hidden, heads = int(lengths.sum()), config.num_hiddens, config.num_heads
+    rng = onp.random.default_rng(0)
+
+    def array(*shape):
+        return np.array(rng.normal(size=shape), dtype='float32')
+
+    def timed(function, inputs):
+        """Best time of forward + backward, hybridized with static memory as in
+        training (imperatively, every call would touch freshly allocated memory)."""
+        block = kernel_block(function)
+        block.hybridize(static_alloc=True, static_shape=True)
+        for x in inputs:
+            x.attach_grad()
+
+        def run():
+            with autograd.record():
+                out = block(*inputs)
+            out.backward()
+        run()
+        return best_time(run, repeats, mx.nd.waitall)
+
+    training = np.array([2.0])
+    lens = np.array(lengths, dtype='int32')
+    qkv, x, z, gamma, beta = (array(rows, 3 * hidden), array(rows, hidden),
+                              array(rows, hidden), array(hidden), array(hidden))
+    logits = array(5120, config.vocab_size // 8)
+    legacy = kernels.as_legacy
+    attention = timed(lambda F, q, n, t: F.d2lbert_attention(
+        *legacy(q, n, t), heads=heads, dropout=0.1)[0], [qkv, lens, training])
+    activation_bytes = rows * hidden * 4
+    results = {
+        'attention': {'seconds': attention,
+                      'gflops_per_s': 14 * hidden * float((lengths ** 2).sum()) / attention / 1e9},
+        # forward: x, z in, y out; backward: dy, x, z in, dx, dz out
+        'add_layer_norm': stream(timed(lambda F, a, b, g, c, t: F.d2lbert_add_layer_norm(
+            *legacy(a, b, g, c, t), dropout=0.1)[0], [x, z, gamma, beta, training]),
+            8 * activation_bytes),
+        # forward: x in, y out; backward: dy, x in, dx out
+        'layer_norm': stream(timed(lambda F, a, g, c: F.d2lbert_layer_norm(
+            *legacy(a, g, c))[0], [x, gamma, beta]), 5 * activation_bytes),
+        'dropout': stream(timed(lambda F, a, t: F.d2lbert_dropout(
+            *legacy(a, t), dropout=0.1)[0], [x, training]), 4 * activation_bytes),
+        # forward: logits in; backward: logits in, dlogits out
+        'log_sum_exp': stream(timed(kernels.log_sum_exp, [logits]), 3 * logits.size * 4),
+    }
+    big, copied = array(64, 1 << 20), array(64, 1 << 20)  # 256 MB each
+    copy = best_time(lambda: big.copyto(copied), repeats, mx.nd.waitall)
+    results['copy'] = {'seconds': copy, 'gb_per_s': 2 * big.size * 4 / copy / 1e9}
+    return results
+
+
+def kernel_block(function):
+    """A hybridizable block computing function(F, *inputs)."""
+    from mxnet.gluon import nn
+
+    class KernelBlock(nn.HybridBlock):
+        def hybrid_forward(self, F, *inputs):
+            return function(F, *inputs).as_np_ndarray()
+    return KernelBlock()
+
+
+def stream(seconds, num_bytes):
+    return {'seconds': seconds, 'gb_per_s': num_bytes / seconds / 1e9}
