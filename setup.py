@@ -37,7 +37,7 @@ setup(
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['d2lbert', 'd2lbert.*']),
-    package_data={'d2lbert.kernels': ['*.cc', '*.h']},
+    package_data={'d2lbert.fast.kernels': ['*.cc', '*.h']},
     python_requires='>=3.8,<3.12',
     install_requires=mxnet + [
         'numpy<1.24',

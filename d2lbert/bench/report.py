@@ -1,7 +1,8 @@
 """Turn the benchmark's numbers into ratios, pass/fail targets, a table and a README
 snippet."""
 import os
-import platform
+
+from .machine import machine_line
 
 # (description, where to find the measured ratio, the ratio to reach)
 TARGETS = [
@@ -9,7 +10,7 @@ TARGETS = [
     ('book: pairs/s vs GluonNLP', ('ratio', 'book', 'gluonnlp'), 2.5),
     ('small: pairs/s vs d2l', ('ratio', 'small', 'd2l'), 2.0),
     ('small: pairs/s vs GluonNLP', ('ratio', 'small', 'gluonnlp'), 1.7),
-    ('small: model FLOP/s / GEMM FLOP/s', ('gemm_fraction', 'small'), 0.6),
+    ('small: model FLOP/s / GEMM FLOP/s', ('gemm_fraction', 'small'), 0.65),
     ('end to end: real tokens/s vs book', ('end_to_end',), 4.0),
     ('data pipeline: speed vs d2l', ('data_pipeline',), 10.0),
 ]
@@ -125,10 +126,39 @@ def target_rows(results):
              mark[row['passed']]] for row in evaluate_targets(results)]
 
 
+def kernel_rows(results):
+    """[kernel, time, rate, fraction of the GEMM rate or of the copy bandwidth]."""
+    rates, gemm = results.get('kernels'), results.get('gemm')
+    if not _ok(rates):
+        return []
+    rows = []
+    for name, rate in rates.items():
+        if not isinstance(rate, dict):  # the worker's peak_rss_mb, omp_num_threads
+            continue
+        if 'gflops_per_s' in rate:
+            share = (f"{rate['gflops_per_s'] * 1e9 / gemm['flops_per_s']:.0%} of GEMM"
+                     if _ok(gemm) else '-')
+            rows.append([name, f"{rate['seconds'] * 1000:.1f}",
+                         f"{rate['gflops_per_s']:.1f} GFLOP/s", share])
+        elif name != 'copy':
+            rows.append([name, f"{rate['seconds'] * 1000:.1f}", f"{rate['gb_per_s']:.1f} GB/s",
+                         f"{rate['gb_per_s'] / rates['copy']['gb_per_s']:.0%} of copy"])
+    copy = rates['copy']
+    return rows + [['array copy', f"{copy['seconds'] * 1000:.1f}",
+                    f"{copy['gb_per_s']:.1f} GB/s", '']]
+
+
+KERNEL_HEADER = ['kernel (book size, fwd + bwd)', 'ms', 'rate', 'of the ceiling']
+
+
 def format_report(results):
-    """The human-readable report: GEMM rate, step table, end to end, data, targets."""
+    """The human-readable report: machine, GEMM rate, step table, kernels, end to end,
+    data, targets."""
     parts = [f"d2lbert bench, {results['options']['threads']} thread(s); every ratio is "
              "d2lbert / other, measured in this run."]
+    if results.get('machine'):
+        parts.append(f"machine: {machine_line(results['machine'])}")
+        parts += [f"warning: {text}" for text in results['machine']['warnings']]
     gemm = results.get('gemm')
     if _ok(gemm):
         parts.append(f"fp32 GEMM rate (npx.fully_connected {'x'.join(map(str, gemm['shape']))}"
@@ -136,6 +166,8 @@ def format_report(results):
     parts.append('\nTraining step (forward + MLM/NSP losses + backward + Adam):\n' + _table(
         ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
          'model GFLOP/s (of GEMM)', 'peak RSS MB'], step_rows(results)))
+    if kernel_rows(results):
+        parts.append("\nd2lbert's kernels:\n" + _table(KERNEL_HEADER, kernel_rows(results)))
     if results.get('end_to_end'):
         parts.append('\nEnd to end on real text (data pipeline built from scratch + '
                      f"{results['options']['e2e_steps']} steps):\n" + _table(
@@ -162,8 +194,9 @@ def markdown_snippet(results):
     """A Markdown section for the README's performance section."""
     options = results['options']
     gemm = results.get('gemm')
-    machine = (f"{platform.machine()} Linux, {options['threads']} OpenMP thread(s), "
-               f"MXNet 1.9.1, device {options.get('device', 'cpu')}")
+    machine = (machine_line(results['machine']) if results.get('machine') else 'unknown CPU')
+    machine += (f", {options['threads']} OpenMP thread(s), MXNet 1.9.1, device "
+                f"{options.get('device', 'cpu')}")
     lines = ['### Performance', '',
              f"Measured with `{results.get('command') or 'd2lbert bench'}` ({machine}); "
              'ratios are d2lbert / other in the same run, so they hold better than the '
@@ -174,6 +207,8 @@ def markdown_snippet(results):
     lines += [_markdown_table(['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
                                'model GFLOP/s (of GEMM)', 'peak RSS MB'],
                               step_rows(results)), '']
+    if kernel_rows(results):
+        lines += [_markdown_table(KERNEL_HEADER, kernel_rows(results)), '']
     if results.get('end_to_end'):
         lines += [_markdown_table(['end to end', 'tokens/s (total)', 'tokens/s (training)',
                                    'build s', 'train s', 'peak RSS MB'],

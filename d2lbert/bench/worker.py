@@ -60,8 +60,13 @@ def run_data_task(path, max_len):
     return bench_data_pipeline(path, max_len=max_len)
 
 
+def run_kernels_task():
+    from .kernel_rates import kernel_rates
+    return kernel_rates()
+
+
 TASKS = {'step': run_step_task, 'gemm': run_gemm_task, 'end_to_end': run_end_to_end_task,
-         'data': run_data_task}
+         'data': run_data_task, 'kernels': run_kernels_task}
 
 
 def main(task_json, output_file):
