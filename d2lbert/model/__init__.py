@@ -3,16 +3,20 @@ chapters print. It imports nothing of d2lbert but `util`; the fast path
 (`d2lbert.fast`) builds on it.
 
 In reading order: :mod:`.config`, :mod:`.attention`, :mod:`.add_norm`,
-:mod:`.transformer`, :mod:`.encoder`, :mod:`.heads`, :mod:`.bert`.
+:mod:`.transformer`, :mod:`.encoder`, :mod:`.heads`, :mod:`.bert`; for fine-tuning
+:mod:`.classifier` and :mod:`.tagger`.
 """
 from .add_norm import AddNorm
 from .attention import MultiHeadAttention, masked_softmax
 from .bert import BERTModel
+from .classifier import BERTClassifier
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
+from .tagger import BERTTagger
 from .transformer import PositionWiseFFN, TransformerEncoderBlock
 
-__all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTConfig',
+__all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTClassifier',
+           'BERTTagger', 'BERTConfig',
            'BERTEncoder', 'MaskLMDecoder', 'NextSentenceClassifier', 'gather_positions',
            'PositionWiseFFN', 'TransformerEncoderBlock']

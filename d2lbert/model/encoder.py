@@ -25,6 +25,7 @@ class BERTEncoder(nn.HybridBlock):
                  **kwargs):
         super().__init__(**kwargs)
         self.vocab_size, self.max_len, self.dropout_rate = vocab_size, max_len, dropout
+        self.num_hiddens = num_hiddens
         self.type_vocab_size = type_vocab_size
         with self.name_scope():
             self.token_embedding = nn.Embedding(vocab_size, num_hiddens)

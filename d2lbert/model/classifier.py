@@ -1,0 +1,40 @@
+"""`BERTClassifier`: a pretrained BERT and a new output layer for a label (or a number)
+per sentence or sentence pair, as the book's fine-tuning chapters build it."""
+from mxnet.gluon import nn
+
+from .bert import cross_entropy
+
+
+class BERTClassifier(nn.HybridBlock):
+    """Classifies (or scores) each sentence or sentence pair from its `<cls>` token.
+
+    forward(tokens, segments, valid_lens): (batch_size, seq_len) ids, (batch_size,)
+      returns: logits (batch_size, num_classes); num_classes=1 is regression (STS-B),
+      its one column the predicted value
+
+    The encoder and the pooler (the tanh layer of the next-sentence head, as in the
+    book and Hugging Face) are the pretrained model's own blocks, shared, not copied;
+    dropout and the output layer are new.
+    """
+    def __init__(self, bert, num_classes, dropout=0.1, **kwargs):
+        super().__init__(**kwargs)
+        if num_classes < 1:
+            raise ValueError(f'num_classes must be at least 1, got {num_classes}')
+        self.num_classes = num_classes
+        with self.name_scope():
+            self.encoder = bert.encoder
+            self.pooler = bert.nsp.pooler
+            self.dropout = nn.Dropout(dropout)
+            self.output = nn.Dense(num_classes, in_units=bert.encoder.num_hiddens)
+
+    def hybrid_forward(self, F, tokens, segments, valid_lens):
+        encoded = self.encoder(tokens, segments, valid_lens)
+        return self.output(self.dropout(self.pooler(encoded[:, 0, :])))
+
+    def loss(self, logits, labels):
+        """Per example: cross-entropy of the labels (batch_size,) ints, or for
+        regression the squared error of the values (batch_size,) floats."""
+        if self.num_classes == 1:
+            return (logits[:, 0] - labels.astype('float32')) ** 2
+        return cross_entropy(logits, labels)
+
