@@ -1,9 +1,11 @@
 """The `d2lbert` command: pretrain, encode, convert, bench."""
 import argparse
 import dataclasses
+import os
 import sys
 
-from .train.pretrain import PretrainOptions
+from .train.pretrain import KVSTORES, PretrainOptions
+from .util.options import check_folder, check_output_file, check_text
 
 DEFAULTS = PretrainOptions()
 
@@ -25,15 +27,22 @@ PRETRAIN_FLAGS = [
     ('--accumulate', int, DEFAULTS.accumulate, 'batches whose gradients make one step'),
     ('--gpus', str, None, 'comma-separated GPU ids, e.g. 0,1 (default: all usable GPUs, '
      'else the CPU)'),
-    ('--eval-every', int, DEFAULTS.eval_every, 'held-out evaluation every N steps'),
-    ('--save-every', int, DEFAULTS.save_every, 'checkpoint every N steps'),
-    ('--log-every', int, DEFAULTS.log_every, 'log metrics (and check for NaN) every N steps'),
-    ('--keep', int, DEFAULTS.keep, 'keep the newest K checkpoints'),
+    ('--eval-every', int, DEFAULTS.eval_every,
+     'held-out evaluation every N steps and after the last (0: only after the last)'),
+    ('--save-every', int, DEFAULTS.save_every,
+     'checkpoint every N steps and after the last (0: only after the last)'),
+    ('--log-every', int, DEFAULTS.log_every,
+     'every N steps, log the training losses averaged since the previous log (and check '
+     'for NaN)'),
+    ('--keep', int, DEFAULTS.keep, 'keep the newest K checkpoints (at least 1: --resume '
+     'needs it)'),
     ('--out', str, None, 'output folder (default: runs/bert-DATE-TIME)'),
-    ('--seed', int, DEFAULTS.seed, 'seeds the data, the initialization and dropout'),
-    ('--kvstore', str, DEFAULTS.kvstore, "MXNet kvstore for gradient all-reduce: 'device', "
-     "'local', or 'dist_sync' for several machines"),
-    ('--num-workers', int, DEFAULTS.num_workers, 'processes preparing the data'),
+    ('--seed', int, DEFAULTS.seed, 'seeds the data, the initialization and dropout '
+     '(0 to 2^32 - 1)'),
+    ('--kvstore', str, DEFAULTS.kvstore, 'MXNet kvstore for gradient all-reduce: '
+     f'{", ".join(KVSTORES)} (dist_*: several machines)'),
+    ('--num-workers', int, DEFAULTS.num_workers,
+     'processes preparing the data (0: this process)'),
     ('--min-freq', int, DEFAULTS.min_freq, 'drop tokens seen fewer times from the vocabulary'),
 ]
 
@@ -43,7 +52,8 @@ def add_pretrain_parser(subparsers):
         'pretrain', help='pretrain BERT (default: offline, bundled corpus, ~1 min on a CPU)',
         description='Pretrain BERT with masked-LM and next-sentence objectives.')
     for flag, kind, default, text in PRETRAIN_FLAGS:
-        parser.add_argument(flag, type=kind, default=default, help=f'{text} (default: {default})')
+        shown = text if default is None else f'{text} (default: {default})'
+        parser.add_argument(flag, type=kind, default=default, help=shown)
     parser.add_argument('--cpu', action='store_true', help='train on the CPU even with GPUs')
     parser.add_argument('--amp', action='store_true',
                         help='float16 mixed precision with dynamic loss scaling (GPU only)')
@@ -57,6 +67,7 @@ def add_pretrain_parser(subparsers):
 
 
 def run_pretrain(args):
+    """Every flag is checked (by `PretrainOptions`) before anything is read or written."""
     from .train.pretrain import pretrain
     names = {field.name for field in dataclasses.fields(PretrainOptions)}
     options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names},
@@ -74,13 +85,23 @@ def add_encode_parser(subparsers):
     parser.set_defaults(run=run_encode)
 
 
+def split_pair(text):
+    """'A b ||| c' -> (['a', 'b'], ['c']); (tokens, None) for a single sentence."""
+    first, _, second = text.partition('|||')
+    if not first.split():
+        raise ValueError(f'text must hold a sentence (a pair: "first ||| second"), '
+                         f'got {text!r}')
+    return first.lower().split(), second.lower().split() if second.strip() else None
+
+
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding, load_pretrained
+    check_folder('--model', args.model)
+    tokens_a, tokens_b = split_pair(args.text)
+    if args.save is not None:
+        check_output_file('--save', args.save)
     net, vocab = load_pretrained(args.model)
-    first, _, second = args.text.partition('|||')
-    tokens_a = first.lower().split()
-    tokens_b = second.lower().split() if second.strip() else None
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if args.save:
         numpy.save(args.save, vectors)
@@ -109,6 +130,13 @@ def add_convert_parser(subparsers):
 
 def run_convert(args):
     from .interop import convert_from_hf, convert_to_hf
+    if args.from_hf is not None:
+        check_folder('--from-hf', args.from_hf)
+    else:
+        check_folder('--to-hf', args.to_hf)
+    check_text('--out', args.out)
+    if os.path.isfile(args.out):
+        raise ValueError(f'--out {args.out} is a file; give a folder to write')
     if args.from_hf:
         missing = convert_from_hf(args.from_hf, args.out, args.allow_pickle)
         note = f' (missing heads, left randomly initialized: {", ".join(missing)})' \
@@ -130,7 +158,8 @@ def add_bench_parser(subparsers):
     parser.add_argument('--configs', default=None,
                         help="comma-separated sizes: book, small (default: book,small)")
     parser.add_argument('--steps', type=int, default=None,
-                        help='timed steps per implementation and size (default: 10)')
+                        help='timed steps per implementation and size (default: 10; '
+                             '--quick: 2)')
     parser.add_argument('--threads', type=int, default=2,
                         help='OMP_NUM_THREADS of every measurement (default: 2)')
     parser.add_argument('--device', default='cpu',
@@ -147,34 +176,35 @@ def add_bench_parser(subparsers):
     parser.set_defaults(run=run_bench)
 
 
-def check_bench_device(device):
-    """'cpu', or 'gpu:N' for a GPU this MXNet can use; else a clear ValueError."""
+def check_gpu_usable(device):
+    """--device 'gpu:N' must name a GPU this MXNet can use (a ValueError if not)."""
     if device == 'cpu':
-        return device
-    kind, _, index = device.partition(':')
-    if kind != 'gpu' or not index.isdigit():
-        raise ValueError(f"--device must be 'cpu' or 'gpu:N', got {device!r}")
+        return
     from .train.devices import usable_gpu_ids
+    index = int(device.partition(':')[2])
     usable = usable_gpu_ids()
-    if int(index) not in usable:
+    if index not in usable:
         raise ValueError(f'--device {device}: GPU {index} is not usable here (usable GPUs: '
                          f'{usable or "none"})')
-    return device
 
 
 def run_bench(args):
+    """Every flag is checked (by `BenchOptions`) before the first measurement."""
     import json
     import shlex
     from .bench import BenchOptions, find_wikitext, run_benchmarks
     from .bench.report import format_report, markdown_snippet
-    chosen = dict(threads=args.threads, only=tuple(args.only.split(',')),
-                  wikitext=find_wikitext(args.wikitext), device=check_bench_device(args.device))
-    if args.configs:
+    chosen = dict(threads=args.threads, only=tuple(args.only.split(',')), device=args.device,
+                  wikitext=find_wikitext(args.wikitext))
+    if args.configs is not None:
         chosen['configs'] = tuple(args.configs.split(','))
-    if args.steps:
+    if args.steps is not None:
         chosen['steps'] = args.steps
     options = (BenchOptions.quick_options(**chosen) if args.quick
                else BenchOptions(**chosen))
+    check_gpu_usable(options.device)
+    if args.json is not None:
+        check_output_file('--json', args.json)
     results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'

@@ -133,10 +133,47 @@ def test_num_hiddens_must_be_divisible_by_num_heads():
 
 
 @pytest.mark.parametrize('field', ['dropout', 'attention_dropout'])
-@pytest.mark.parametrize('value', [-0.1, 1.0, 1.5, '0.1', None])
+@pytest.mark.parametrize('value', [-0.1, 1.0, 1.5, '0.1', float('nan')])
 def test_dropout_must_be_in_zero_one(field, value):
     with pytest.raises(ValueError, match=rf'BERTConfig\.{field} must be in \[0, 1\)'):
         BERTConfig.d2l(100, **{field: value})
+
+
+def test_dropout_must_be_given():
+    """None means 'same as dropout' for attention_dropout only."""
+    with pytest.raises(ValueError, match=r'BERTConfig\.dropout must be in \[0, 1\)'):
+        BERTConfig.d2l(100, dropout=None)
+
+
+@pytest.mark.parametrize('preset', [BERTConfig.d2l, BERTConfig.original])
+def test_attention_dropout_follows_dropout_unless_given(preset):
+    """attention_dropout is dropout's value unless it is given (None: follow), in both
+    presets and in the constructor; after construction it is a number."""
+    assert preset(100, dropout=0.0).attention_dropout == 0.0
+    assert preset(100, dropout=0.05).attention_dropout == 0.05
+    assert BERTConfig(100, dropout=0.3).attention_dropout == 0.3
+    assert BERTConfig.from_dict({'vocab_size': 100, 'dropout': 0.3}).attention_dropout == 0.3
+    given = preset(100, dropout=0.0, attention_dropout=0.25)
+    assert (given.dropout, given.attention_dropout) == (0.0, 0.25)
+    assert preset(100, dropout=0.0, attention_dropout=None).attention_dropout == 0.0
+    assert BERTConfig.from_dict(given.to_dict()) == given
+
+
+def test_old_config_files_load_unchanged(tmp_path):
+    """A config.json written before attention_dropout could follow dropout holds an
+    explicit value: it is kept, even where it differs from dropout."""
+    old = {'vocab_size': 500, 'num_hiddens': 128, 'ffn_num_hiddens': 256, 'num_heads': 2,
+           'num_layers': 2, 'dropout': 0.1, 'attention_dropout': 0.2, 'max_len': 1000,
+           'type_vocab_size': 2, 'hidden_act': 'relu', 'embedding_layer_norm': False,
+           'layer_norm_eps': 1e-05, 'tie_decoder': False}
+    path = tmp_path / 'config.json'
+    path.write_text(json.dumps(old, indent=2, sort_keys=True) + '\n')
+    config = BERTConfig.from_json_file(path)
+    assert (config.dropout, config.attention_dropout) == (0.1, 0.2)
+    assert config.to_dict() == old
+    again = tmp_path / 'again.json'
+    config.to_json_file(again)
+    assert again.read_text() == path.read_text()
 
 
 @pytest.mark.parametrize('value', ['tanh', 'GELU', None])

@@ -18,6 +18,7 @@ import d2lbert
 from d2lbert.train import checkpoint as ckpt
 from d2lbert.data import load_data_wiki
 from d2lbert.train.loss_scale import DynamicLossScale
+from d2lbert.train.metrics import IntervalMeans
 from d2lbert.train.optimizer import make_trainer
 from d2lbert.train.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
 from d2lbert.train.step import forward_backward, optimizer_step
@@ -30,10 +31,14 @@ def run_cli(*args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def train_losses(out):
+def read_metrics(out):
     with open(os.path.join(out, 'metrics.jsonl')) as f:
-        records = [json.loads(line) for line in f]
-    return [(r['step'], r['mlm_loss'], r['nsp_loss']) for r in records if r['split'] == 'train']
+        return [json.loads(line) for line in f]
+
+
+def train_losses(out):
+    return [(r['step'], r['mlm_loss'], r['nsp_loss']) for r in read_metrics(out)
+            if r['split'] == 'train']
 
 
 def test_update_does_not_depend_on_the_number_of_devices():
@@ -184,6 +189,44 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
                    for p in net.collect_params().values())
 
 
+def test_interval_means_average_device_scalars():
+    """IntervalMeans: the NumPy mean of the values added since the last pop_means()."""
+    values = onp.random.default_rng(0).normal(size=(7, 2)).astype('float32')
+    means = IntervalMeans(('mlm_loss', 'nsp_loss'))
+    for interval in (values[:4], values[4:]):
+        for row in interval:
+            means.add([np.array(value) for value in row])
+        popped = means.pop_means()
+        assert list(popped) == ['mlm_loss', 'nsp_loss']
+        onp.testing.assert_allclose(list(popped.values()), interval.mean(axis=0), rtol=1e-6)
+    with pytest.raises(ValueError, match='no step was added'):
+        means.pop_means()
+
+
+def test_logged_training_loss_is_the_mean_since_the_previous_log(tmp_path):
+    """--log-every 3 logs at steps 3 and 6 the means of the per-step losses that
+    --log-every 1 logs for steps 1-3 and 4-6 (same seed: same steps). --eval-every 0
+    and --save-every 0 evaluate and save only after the last step."""
+    def run(name, log_every):
+        out = str(tmp_path / name)
+        pretrain(PretrainOptions(out=out, steps=6, log_every=log_every, eval_every=0,
+                                 save_every=0, batch_size=16, progress=False))
+        return out
+
+    every_step, every_third = run('every-step', 1), run('every-third', 3)
+    per_step = onp.array(train_losses(every_step))
+    assert per_step[:, 0].tolist() == [1, 2, 3, 4, 5, 6]
+    logged = onp.array(train_losses(every_third))
+    assert logged[:, 0].tolist() == [3, 6]
+    interval_means = per_step[:, 1:].reshape(2, 3, 2).mean(axis=1)
+    onp.testing.assert_allclose(logged[:, 1:], interval_means, rtol=1e-5)
+    assert not onp.allclose(logged[:, 1:], per_step[[2, 5], 1:], rtol=1e-5), \
+        'the losses of these steps are too close to tell a mean from the last value'
+    for out in (every_step, every_third):
+        assert [r['step'] for r in read_metrics(out) if r['split'] == 'valid'] == [6]
+        assert [os.path.basename(c) for c in ckpt.list_checkpoints(out)] == ['step-000006']
+
+
 @pytest.fixture(scope='module')
 def finished_run(tmp_path_factory):
     out = str(tmp_path_factory.mktemp('runs') / 'run')
@@ -249,6 +292,10 @@ def test_help_explains_every_flag():
                          capture_output=True, text=True).stdout
     for flag in ('--data', '--preset', '--config', '--batch-size', '--max-len', '--steps',
                  '--lr', '--warmup', '--weight-decay', '--clip', '--optimizer', '--accumulate',
-                 '--gpus', '--cpu', '--amp', '--eval-every', '--save-every', '--out',
-                 '--resume', '--seed', '--kvstore'):
+                 '--gpus', '--cpu', '--amp', '--eval-every', '--save-every', '--log-every',
+                 '--keep', '--out', '--resume', '--seed', '--kvstore', '--num-workers',
+                 '--min-freq', '--no-progress', '--plain'):
         assert flag in out, flag
+    text = ' '.join(out.split())
+    assert text.count('(0: only after the last)') == 2  # --eval-every, --save-every
+    assert '(0: off)' in text and 'averaged since the previous log' in text

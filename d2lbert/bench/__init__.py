@@ -21,7 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-from .configs import get_config, random_batch
+from ..util.options import check_bool, check_choice, check_choices, check_int, check_text
+from .configs import CONFIGS, get_config, random_batch
 from .flops import step_flops
 
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
@@ -29,7 +30,9 @@ IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
 
 @dataclasses.dataclass
 class BenchOptions:
-    """What `d2lbert bench` runs (the CLI flags)."""
+    """What `d2lbert bench` runs (the CLI flags). Constructing it checks every setting:
+    a bad one raises a `ValueError` naming its flag (or field, for settings without
+    a flag)."""
     configs: tuple = ('book', 'small')
     steps: int = 10
     warmup: int = 3
@@ -43,12 +46,38 @@ class BenchOptions:
     e2e_config: str = 'book'
     quick: bool = False
 
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Raise a `ValueError` naming the first invalid setting."""
+        check_choices('--configs', self.configs, tuple(CONFIGS))
+        check_int('--steps', self.steps, 1)
+        check_int('--threads', self.threads, 1)
+        check_device(self.device)
+        check_choices('--only', self.only, IMPLEMENTATIONS)
+        check_text('--wikitext', self.wikitext, optional=True)
+        check_bool('--quick', self.quick)
+        check_int('BenchOptions.warmup', self.warmup, 0)
+        check_int('BenchOptions.e2e_steps', self.e2e_steps, 1)
+        check_int('BenchOptions.e2e_batch_size', self.e2e_batch_size, 1)
+        check_int('BenchOptions.e2e_max_len', self.e2e_max_len, 5)
+        check_choice('BenchOptions.e2e_config', self.e2e_config, tuple(CONFIGS))
+
     @classmethod
     def quick_options(cls, **overrides):
         """Tiny sizes for the test suite: checks the harness, not the speed."""
         values = dict(configs=('quick',), steps=2, warmup=1, e2e_steps=2,
                       e2e_batch_size=16, e2e_max_len=32, e2e_config='quick', quick=True)
         return cls(**{**values, **overrides})
+
+
+def check_device(device):
+    """'cpu' or 'gpu:N' (whether that GPU is usable is checked when the run starts)."""
+    kind, _, index = str(device).partition(':')
+    if device != 'cpu' and (kind != 'gpu' or not index.isdigit()):
+        raise ValueError(f"--device must be 'cpu' or 'gpu:N', got {device!r}")
+    return device
 
 
 def run_worker(task, threads, log=print):

@@ -16,6 +16,9 @@ class BERTConfig:
     Two architecture presets exist: `BERTConfig.d2l` (the book's BERT) and
     `BERTConfig.original` (Google's BERT). Each takes a size preset name from
     `SIZES` ('book', 'small', 'base') and keyword overrides.
+
+    `attention_dropout` (dropout of the attention weights) follows `dropout` unless it
+    is given: None, the default, becomes the value of `dropout` on construction.
     """
     vocab_size: int
     num_hiddens: int = 128
@@ -23,7 +26,7 @@ class BERTConfig:
     num_heads: int = 2
     num_layers: int = 2
     dropout: float = 0.2
-    attention_dropout: float = 0.2
+    attention_dropout: float = None
     max_len: int = 1000
     type_vocab_size: int = 2
     hidden_act: str = 'relu'
@@ -32,6 +35,8 @@ class BERTConfig:
     tie_decoder: bool = False
 
     def __post_init__(self):
+        if self.attention_dropout is None:
+            self.attention_dropout = self.dropout
         self.validate()
 
     def validate(self):
@@ -70,7 +75,7 @@ class BERTConfig:
         """Google's BERT: exact-erf GELU, embedding LayerNorm, eps 1e-12, MLM transform
         Dense→GELU→LayerNorm, output layer tied to the token embedding (own bias)."""
         google = dict(hidden_act='gelu', embedding_layer_norm=True, layer_norm_eps=1e-12,
-                      tie_decoder=True, dropout=0.1, attention_dropout=0.1, max_len=512)
+                      tie_decoder=True, dropout=0.1, max_len=512)
         return cls._preset(vocab_size, size, {**google, **overrides})
 
     @classmethod

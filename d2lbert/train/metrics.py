@@ -1,6 +1,47 @@
-"""Training metrics: one JSON object per line in metrics.jsonl, curves in loss.png."""
+"""Training metrics: one JSON object per line in metrics.jsonl, curves in loss.png.
+
+A 'train' record (also shown on the progress bar and plotted in loss.png) holds:
+
+* mlm_loss, nsp_loss: the mean over the steps since the previous 'train' record (as
+  Hugging Face's Trainer logs), of each step's loss (itself the mean over the step's
+  real prediction slots or sentence pairs);
+* mlm_accuracy, nsp_accuracy: of the logged step's batch only (computing them on every
+  step would cost an argmax over the logits on every step);
+* lr: the learning rate of the logged step; pairs_per_second: sentence pairs trained
+  per second since the previous record.
+
+A 'valid' record holds the held-out evaluation (`evaluate.evaluate`) at its step.
+"""
 import json
 import os
+
+
+class IntervalMeans:
+    """Means of per-step metrics over the steps since the last `pop_means()`.
+
+    The per-step values are scalar device arrays (as `step.forward_backward` returns
+    them); they are summed on the device, so a step costs no device-to-host copy.
+    """
+
+    def __init__(self, names):
+        self.names = tuple(names)
+        self.sums, self.count = None, 0
+
+    def add(self, values):
+        """Add one step's values, in the order of `names`."""
+        values = list(values)
+        self.sums = values if self.sums is None else [
+            total + value for total, value in zip(self.sums, values)]
+        self.count += 1
+
+    def pop_means(self):
+        """{name: mean as a float} over the steps added since the last call (one copy to
+        the host per name); the next interval starts empty."""
+        if not self.count:
+            raise ValueError('IntervalMeans.pop_means: no step was added since the last call')
+        means = {name: float(total) / self.count for name, total in zip(self.names, self.sums)}
+        self.sums, self.count = None, 0
+        return means
 
 
 class MetricsLog:

@@ -12,12 +12,15 @@ from mxnet import init, np
 from .. import fast
 from ..data import load_data_wiki
 from ..model import BERTConfig, BERTModel
+from ..model.config import SIZES
+from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
+                            flag)
 from . import checkpoint as ckpt
 from .devices import usable_gpu_ids
 from .evaluate import evaluate
 from .loss_scale import DynamicLossScale
-from .metrics import MetricsLog
-from .optimizer import learning_rate, make_trainer
+from .metrics import IntervalMeans, MetricsLog
+from .optimizer import OPTIMIZERS, learning_rate, make_trainer
 from .step import forward_backward, optimizer_step, seed_step
 
 
@@ -29,9 +32,20 @@ class TrainingDiverged(PretrainError):
     """The loss became NaN or infinite."""
 
 
+# MXNet's kvstores for the gradient all-reduce that fit this trainer (horovod would
+# need its own trainer: not supported yet).
+KVSTORES = ('device', 'local', 'dist_sync', 'dist_device_sync', 'dist_async')
+MAX_SEED = 2 ** 32 - 1
+MIN_MAX_LEN = 5  # <cls> a <sep> b <sep>, one token per sentence
+
+
 @dataclasses.dataclass
 class PretrainOptions:
-    """Every setting of a pretraining run; the CLI flags map onto these one to one."""
+    """Every setting of a pretraining run; the CLI flags map onto these one to one.
+
+    Constructing (and `pretrain`) checks every setting: a bad one raises a `ValueError`
+    naming its flag, e.g. "--lr must be a finite number > 0, got nan".
+    """
     data: str = 'bundled'
     preset: str = 'book'
     config: str = None
@@ -60,6 +74,49 @@ class PretrainOptions:
     progress: bool = True
     plain: bool = False
 
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Raise a `ValueError` naming the flag of the first invalid setting."""
+        for name in ('batch_size', 'steps', 'accumulate', 'log_every', 'keep', 'min_freq'):
+            check_int(flag(name), getattr(self, name), 1)
+        for name, note in (('warmup', ''), ('num_workers', ' (0: in this process)'),
+                           ('eval_every', ' (0: only after the last step)'),
+                           ('save_every', ' (0: only after the last step)')):
+            check_int(flag(name), getattr(self, name), 0, note=note)
+        check_int('--seed', self.seed, 0, MAX_SEED)
+        check_number('--lr', self.lr, 0, inclusive=False)
+        check_number('--weight-decay', self.weight_decay, 0)
+        check_number('--clip', self.clip, 0, note=' (0: off)')
+        check_choice('--preset', self.preset, tuple(SIZES))
+        check_choice('--optimizer', self.optimizer, OPTIMIZERS)
+        check_choice('--kvstore', self.kvstore, KVSTORES)
+        check_text('--data', self.data)
+        check_text('--config', self.config, optional=True)
+        check_text('--out', self.out, optional=True)
+        check_text('--gpus', self.gpus, optional=True)
+        if self.gpus is not None:
+            parse_gpu_ids(self.gpus)
+        model_max_len = None if self.config else BERTConfig.d2l(1, self.preset).max_len
+        check_int('--max-len', self.max_len, MIN_MAX_LEN, model_max_len)
+        for name in ('cpu', 'amp', 'resume', 'plain'):
+            check_bool(flag(name), getattr(self, name))
+        check_bool('progress', self.progress)
+
+
+def parse_gpu_ids(gpus):
+    """'0,1' -> [0, 1]; anything else than comma-separated GPU ids is a ValueError."""
+    ids = [part.strip() for part in gpus.split(',')]
+    if not all(part.isdigit() for part in ids):
+        raise ValueError(f'--gpus must be comma-separated GPU ids like 0,1, got {gpus!r}')
+    return [int(part) for part in ids]
+
+
+def due(step, every):
+    """Whether a task done every `every` steps (0: never) is due at `step`."""
+    return every > 0 and step % every == 0
+
 
 def resolve_contexts(options):
     """The devices to train on: --cpu, --gpus ids, or every usable GPU else the CPU."""
@@ -67,15 +124,11 @@ def resolve_contexts(options):
         ctxs = [mx.cpu()] if options.cpu else ([mx.gpu(i) for i in usable_gpu_ids()]
                                                or [mx.cpu()])
     else:
-        try:
-            wanted = [int(i) for i in options.gpus.split(',') if i.strip()]
-        except ValueError:
-            raise PretrainError(f'--gpus must be comma-separated GPU ids like 0,1, '
-                                f'got {options.gpus!r}') from None
+        wanted = parse_gpu_ids(options.gpus)
         usable = usable_gpu_ids()
         missing = [i for i in wanted if i not in usable]
-        if missing or not wanted:
-            raise PretrainError(f'--gpus {options.gpus}: GPU id(s) {missing or wanted} not '
+        if missing:
+            raise PretrainError(f'--gpus {options.gpus}: GPU id(s) {missing} not '
                                 f'usable here (usable GPUs: {usable or "none"}); use --cpu')
         ctxs = [mx.gpu(i) for i in wanted]
     if options.amp and ctxs[0].device_type != 'gpu':
@@ -155,6 +208,7 @@ class BatchStream:
 
 def pretrain(options):
     """Run pretraining; returns a summary dict (output folder, final metrics)."""
+    options.validate()
     ctxs = resolve_contexts(options)
     out = prepare_out_dir(options)
     train_iter, vocab = load_data_wiki(
@@ -201,6 +255,7 @@ def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log
     from tqdm import tqdm
     progress = tqdm(total=options.steps, initial=start_step, unit='step',
                     disable=not options.progress, dynamic_ncols=True)
+    losses = IntervalMeans(('mlm_loss', 'nsp_loss'))
     pairs, tic, last_eval = 0, time.time(), None
     for step in range(start_step + 1, options.steps + 1):
         batches = [stream.next() for _ in range(options.accumulate)]
@@ -208,21 +263,24 @@ def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log
         trainer.set_learning_rate(learning_rate(step, options.lr, options.warmup,
                                                 options.steps))
         last = step == options.steps
-        log_now = last or step % options.log_every == 0 or step % options.save_every == 0
+        evaluate_now = last or due(step, options.eval_every)
+        save_now = last or due(step, options.save_every)
+        log_now = evaluate_now or save_now or due(step, options.log_every)
         metrics = forward_backward(net, batches, ctxs, with_accuracy=log_now,
                                    loss_scale=loss_scale.scale if loss_scale else 1.0)
+        losses.add(metrics[:2])
         optimizer_step(net, trainer, options.clip, loss_scale)
         pairs += sum(len(b.nsp_labels) for b in batches)
         progress.update(1)
         if not log_now:
             continue
         record = {'step': step, 'split': 'train', 'lr': trainer.learning_rate,
-                  **dict(zip(('mlm_loss', 'nsp_loss', 'mlm_accuracy', 'nsp_accuracy'),
-                             (float(m) for m in metrics)))}
+                  **losses.pop_means(), 'mlm_accuracy': float(metrics[2]),
+                  'nsp_accuracy': float(metrics[3])}
         if not all(math.isfinite(record[k]) for k in ('mlm_loss', 'nsp_loss')):
             progress.close()
             raise TrainingDiverged(
-                f'loss became {record["mlm_loss"]}/{record["nsp_loss"]} (MLM/NSP) at step '
+                f'loss became {record["mlm_loss"]}/{record["nsp_loss"]} (MLM/NSP) by step '
                 f'{step}: stopped. The last good checkpoint is kept in {out}; try a lower '
                 '--lr or --clip')
         record['pairs_per_second'] = pairs / (time.time() - tic)
@@ -231,12 +289,12 @@ def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log
         progress.set_postfix(mlm=f'{record["mlm_loss"]:.3f}', nsp=f'{record["nsp_loss"]:.3f}',
                              mlm_acc=f'{record["mlm_accuracy"]:.3f}',
                              pairs_s=f'{record["pairs_per_second"]:.0f}')
-        if step % options.eval_every == 0 or last:
+        if evaluate_now:
             last_eval = {'step': step, 'split': 'valid', **evaluate(net, valid_iter, ctxs[0])}
             log.write(last_eval)
             progress.write(_format_eval(last_eval))
             tic = time.time()
-        if step % options.save_every == 0 or last:
+        if save_now:
             _check_parameters_finite(net, step, out)
             ckpt.save_checkpoint(out, step, net, trainer, config, vocab,
                                  {**stream.position(), 'seed': options.seed}, options.keep)

@@ -1,0 +1,152 @@
+"""Every flag of every command is checked before any work starts: a bad value gives one
+message naming the flag and the value, exit code 2, no traceback, nothing written; the
+Python API (`PretrainOptions`, `BenchOptions`) refuses it with the same message."""
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from d2lbert.bench import BenchOptions
+from d2lbert.cli import main
+from d2lbert.train.pretrain import PretrainOptions, pretrain
+
+# (command line, the flag the message must name, the value it must show)
+BAD_FLAGS = [
+    *[(['pretrain', flag, value], flag, value) for flag, value in [
+        ('--steps', '0'), ('--steps', '-1'), ('--steps', 'abc'), ('--steps', '1.5'),
+        ('--lr', '-0.001'), ('--lr', '0'), ('--lr', 'nan'), ('--lr', 'inf'), ('--lr', 'abc'),
+        ('--weight-decay', 'nan'), ('--weight-decay', '-0.1'), ('--weight-decay', 'inf'),
+        ('--clip', '-1'), ('--clip', 'nan'), ('--clip', 'inf'),
+        ('--warmup', '-5'), ('--keep', '0'), ('--keep', '-1'), ('--num-workers', '-1'),
+        ('--min-freq', '0'), ('--accumulate', '0'), ('--accumulate', '-2'),
+        ('--batch-size', '0'), ('--batch-size', '-16'),
+        ('--max-len', '4'), ('--max-len', '0'), ('--max-len', '2000'),
+        ('--eval-every', '-1'), ('--save-every', '-1'), ('--log-every', '0'),
+        ('--log-every', '-1'),
+        ('--seed', '-1'), ('--seed', str(2 ** 32)),
+        ('--kvstore', 'bogus'), ('--kvstore', 'horovod'), ('--optimizer', 'sgd'),
+        ('--preset', 'huge'), ('--gpus', 'a'), ('--gpus', '0,,1'), ('--gpus', '-1'),
+        ('--data', ''), ('--config', ''), ('--out', ''),
+    ]],
+    (['pretrain', '--lr=-inf'], '--lr', '-inf'),  # '--lr -inf' would look like a flag
+    (['encode', '--model', 'missing-run', 'the river'], '--model', 'missing-run'),
+    (['encode', '--model', '.', ''], 'text', "''"),
+    (['encode', '--model', '.', '||| it flows'], 'text', '||| it flows'),
+    (['encode', '--model', '.', 'hi', '--save', 'missing/x.npy'], '--save', 'missing/x.npy'),
+    (['encode', '--model', '.', 'hi', '--save', '.'], '--save', '.'),
+    (['encode', '--model', '.', 'hi', '--save', ''], '--save', "''"),
+    (['convert', '--from-hf', 'missing-hf', '--out', 'o'], '--from-hf', 'missing-hf'),
+    (['convert', '--to-hf', 'missing-run', '--out', 'o'], '--to-hf', 'missing-run'),
+    (['convert', '--to-hf', '.', '--out', ''], '--out', "''"),
+    *[(['bench', flag, value], flag, value) for flag, value in [
+        ('--steps', '0'), ('--steps', '-1'), ('--steps', 'abc'),
+        ('--threads', '0'), ('--threads', '-1'), ('--threads', 'two'),
+        ('--configs', 'huge'), ('--configs', ''), ('--configs', 'book,'),
+        ('--only', 'foo'), ('--only', ''), ('--device', 'tpu'), ('--device', 'gpu:x'),
+        ('--device', 'gpu:'), ('--device', 'gpu:0'), ('--wikitext', 'missing.tokens'),
+        ('--json', 'missing/bench.json'), ('--json', '.'),
+    ]],
+]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """An empty current folder (the default --out is relative to it) and data cache."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'd2lbert-home'))
+    return tmp_path
+
+
+def run_main(args, capsys):
+    """`d2lbert ARGS` in this process: (exit code, stderr)."""
+    try:
+        code = main(args)
+    except SystemExit as exit:  # argparse's own errors (e.g. an int flag given 'abc')
+        code = exit.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize('args, flag, value', BAD_FLAGS, ids=[' '.join(a) for a, _, _ in
+                                                               BAD_FLAGS])
+def test_bad_value_is_refused_before_any_work(args, flag, value, workdir, capsys):
+    code, err = run_main(args, capsys)
+    assert code == 2, err
+    assert 'Traceback' not in err
+    message = err.strip().splitlines()[-1]
+    assert message.startswith(f'd2lbert {args[0]}: error:'), err
+    assert flag in message and value in message, message
+    assert os.listdir(workdir) == [], 'something was written'
+
+
+def test_python_api_refuses_with_the_cli_message(workdir, capsys):
+    """`pretrain(PretrainOptions(...))` and the command line share one check and one
+    message, also when an option is changed after construction."""
+    for field, flag, value in (('lr', '--lr', -0.001), ('steps', '--steps', 0),
+                               ('weight_decay', '--weight-decay', math.nan),
+                               ('kvstore', '--kvstore', 'bogus')):
+        with pytest.raises(ValueError) as error:
+            PretrainOptions(**{field: value})
+        _, err = run_main(['pretrain', flag, str(value)], capsys)
+        assert err.strip() == f'd2lbert pretrain: error: {error.value}'
+        options = PretrainOptions(out='run')
+        setattr(options, field, value)
+        with pytest.raises(ValueError, match=flag):
+            pretrain(options)
+    assert os.listdir(workdir) == []
+
+
+@pytest.mark.parametrize('field, value', [
+    ('steps', '3'), ('steps', 2.0), ('steps', True), ('lr', '0.1'), ('lr', None),
+    ('optimizer', None), ('gpus', 0), ('cpu', 'yes'), ('progress', 1)])
+def test_python_api_checks_types(field, value):
+    with pytest.raises(ValueError, match=f'{field.replace("_", "-")} must be'):
+        PretrainOptions(**{field: value})
+
+
+def test_boundary_values_are_accepted():
+    """0 where it means something (--clip 0: off, --eval-every/--save-every 0: only
+    after the last step, --warmup 0, --num-workers 0: this process) and the extremes."""
+    PretrainOptions(clip=0, eval_every=0, save_every=0, warmup=0, num_workers=0,
+                    weight_decay=0, keep=1, seed=2 ** 32 - 1, max_len=5, lr=1e30, gpus='0,1')
+    PretrainOptions(max_len=1000, kvstore='dist_sync', optimizer='lamb', preset='base')
+    BenchOptions(configs=('quick',), only=('d2l',), steps=1, threads=1, device='gpu:3')
+
+
+@pytest.mark.parametrize('overrides, name', [
+    (dict(threads=0), '--threads'), (dict(steps=0), '--steps'),
+    (dict(only=('foo',)), '--only'), (dict(only=()), '--only'),
+    (dict(configs='book'), '--configs'), (dict(device='gpu'), '--device'),
+    (dict(e2e_steps=0), 'BenchOptions.e2e_steps'),
+    (dict(e2e_config='huge'), 'BenchOptions.e2e_config')])
+def test_bench_options_are_checked(overrides, name):
+    with pytest.raises(ValueError, match=name):
+        BenchOptions.quick_options(**overrides)
+
+
+@pytest.mark.parametrize('command', [['pretrain', '--lr', 'nan'], ['bench', '--threads', '0']])
+def test_real_entry_point_refuses_bad_flags(command, tmp_path):
+    """`python -m d2lbert`, as a user runs it: exit code 2, one line, no traceback."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONWARNINGS='ignore', D2LBERT_HOME=str(tmp_path / 'home'),
+               PYTHONPATH=os.pathsep.join([repo, os.environ.get('PYTHONPATH', '')]))
+    done = subprocess.run([sys.executable, '-m', 'd2lbert', *command], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert 'Traceback' not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f'd2lbert {command[0]}: error: {command[1]} must be '
+        + ('a finite number > 0, got nan' if command[0] == 'pretrain'
+           else 'an integer >= 1, got 0')]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize('command', ['pretrain', 'encode', 'convert', 'bench'])
+def test_help_shows_each_default_once(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, '--help'])
+    text = ' '.join(capsys.readouterr().out.split())
+    assert 'default: None' not in text
+    assert not re.search(r'\(default: [^)]*\) \(default:', text), text
