@@ -249,6 +249,8 @@ def test_bad_flags_give_one_clear_message(args, message, tmp_path):
     assert 'Traceback' not in result.stderr
     assert re.search(message, result.stderr), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    if '--out' not in args:
+        assert not os.path.exists(tmp_path / 'o'), 'a run folder was made for a bad run'
 
 
 def test_existing_run_is_not_overwritten_without_resume(finished_run):

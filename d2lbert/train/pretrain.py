@@ -11,6 +11,7 @@ from mxnet import init, np
 
 from .. import fast
 from ..data import load_data_wiki
+from ..data.download import WIKITEXT_ARCHIVES
 from ..model import BERTConfig, BERTModel
 from ..model.config import SIZES
 from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
@@ -118,6 +119,17 @@ def due(step, every):
     return every > 0 and step % every == 0
 
 
+def check_sources(options):
+    """--config and a local --data must exist: checked before the run folder is made."""
+    if options.config and not os.path.isfile(options.config):
+        raise PretrainError(f'--config {options.config}: no such file (a BERTConfig JSON '
+                            'file)')
+    named = ('bundled', *WIKITEXT_ARCHIVES)
+    if options.data not in named and not os.path.exists(options.data):
+        raise PretrainError(f'--data {options.data}: no such file or folder (or one of '
+                            f'{", ".join(named)})')
+
+
 def resolve_contexts(options):
     """The devices to train on: --cpu, --gpus ids, or every usable GPU else the CPU."""
     if options.cpu or options.gpus is None:
@@ -209,6 +221,7 @@ class BatchStream:
 def pretrain(options):
     """Run pretraining; returns a summary dict (output folder, final metrics)."""
     options.validate()
+    check_sources(options)
     ctxs = resolve_contexts(options)
     out = prepare_out_dir(options)
     train_iter, vocab = load_data_wiki(
