@@ -1,6 +1,7 @@
 """Packing, the host side: where a batch's valid tokens are, computed with the
 batch's other NumPy arrays (`PretrainingBatch.token_index`), so that a training
-step needs no copy from the device. The encoder's side is `d2lbert.fast.packing`.
+step needs no copy from the device. The encoder's side is `FusedBERTEncoder.packed`
+(`d2lbert.fast.encoder`) and `d2lbert.fast.objective`.
 
 Packing means computing on the valid tokens of a batch only, not on its padding.
 

@@ -46,7 +46,7 @@ def masked_lm_loss(F, hidden, weight, bias, labels, slot_weights, vocab_size):
     part_lse = F.np.stack([kernels.log_sum_exp(F, z) for z in logits], axis=1)
     label_logit = ((hidden * F.np.take(weight, labels, axis=0)).sum(axis=-1)
                    + F.np.take(bias, labels))
-    nll = log_sum_exp(F, part_lse) - label_logit             # (num_slots,)
+    nll = combine_parts(F, part_lse) - label_logit           # (num_slots,)
     share = slot_weights / (slot_weights.sum() + 1e-8)       # c_i, the slot's weight
     return (share * nll).sum(), logits
 
@@ -57,8 +57,9 @@ def part_bounds(vocab_size, parts=VOCABULARY_PARTS):
     return [vocab_size * i // parts for i in range(parts + 1)]
 
 
-def log_sum_exp(F, X):
-    """log sum_j exp(X[:, j]) of a small (num_slots, parts) array, with MXNet's ops."""
+def combine_parts(F, X):
+    """The log-sum-exp of whole rows from their parts', log sum_j exp(X[:, j]), for the
+    small (num_slots, parts) array X, with MXNet's operators."""
     top = F.np.max(X, axis=1, keepdims=True)
     return F.np.log(F.np.exp(X - top).sum(axis=1)) + top[:, 0]
 

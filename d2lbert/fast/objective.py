@@ -40,7 +40,7 @@ class PretrainingObjective(nn.HybridBlock):
         model = self._model()
         if self.packed:
             encoded = model.encoder.packed(F, tokens, segments, valid_lens, token_index)
-            cls, predicted = packed_rows(F, encoded, valid_lens, pred_positions)
+            cls, predicted = cls_and_prediction_rows(F, encoded, valid_lens, pred_positions)
         else:
             encoded = model.encoder(tokens, segments, valid_lens)
             cls, predicted = encoded[:, 0, :], gather_positions(encoded, pred_positions)
@@ -60,7 +60,7 @@ class PretrainingObjective(nn.HybridBlock):
         return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy
 
 
-def packed_rows(F, encoded, valid_lens, pred_positions):
+def cls_and_prediction_rows(F, encoded, valid_lens, pred_positions):
     """The encoded <cls> tokens (batch_size, num_hiddens) and predicted positions
     (batch_size, num_preds, num_hiddens) from the packed rows (num_rows, num_hiddens)."""
     valid_lens = valid_lens.astype('int32')

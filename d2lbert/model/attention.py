@@ -16,8 +16,9 @@ def masked_softmax(scores, valid_lens):
     positions >= valid_lens[i] are exactly 0 for example i in every head.
 
     MXNet's softmax with `use_length=True` takes the maximum and the sum over the
-    first `length` entries only, so scores at padded keys cannot leak in at all (an
-    additive -1e6 mask, as the book uses, still lets them shift the result).
+    first `length` entries only, so scores at padded keys never enter it. (The book
+    replaces them with -1e6 first, `npx.sequence_mask`, which also gives them a weight
+    of exactly 0 in float32, with one more pass over the scores.)
     """
     F = checks.namespace(scores)
     if valid_lens is None:
