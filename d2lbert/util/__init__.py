@@ -1,5 +1,7 @@
 """Helpers every layer of d2lbert may use; they import nothing of d2lbert.
 
-:mod:`.checks` (input validation), :mod:`.hashing` (SHA-1 of files and values),
-:mod:`.files` (directories written atomically), :mod:`.threads` (MXNet's thread count).
+:mod:`.checks` (input validation), :mod:`.options` (checks of command-line options),
+:mod:`.hashing` (SHA-1 of files and values), :mod:`.files` (directories written
+atomically), :mod:`.threads` and :mod:`.blas` (MXNet's thread count and OpenBLAS's
+kernels, set before MXNet loads).
 """
