@@ -9,6 +9,8 @@ thread count (absolute times on a shared machine are noisy; ratios much less so)
   (`gemm.py`);
 * end to end on real text (`end_to_end.py`) and the data pipeline alone
   (`d2lbert.data.benchmark`);
+* d2lbert's kernels alone (`kernel_rates.py`), against the GEMM rate or a memory copy;
+* the machine: CPU, instruction sets, OpenBLAS's core, oneDNN's ISA (`machine.py`);
 * the table, the targets and a README snippet (`report.py`).
 
 Each measurement runs in its own process (`worker.py`) with OMP_NUM_THREADS set before
@@ -24,6 +26,7 @@ import tempfile
 from ..util.options import check_bool, check_choice, check_choices, check_int, check_text
 from .configs import CONFIGS, get_config, random_batch
 from .flops import step_flops
+from .machine import describe_machine
 
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
 
@@ -127,11 +130,18 @@ def bench_end_to_end(options, log=print):
 def run_benchmarks(options, log=print):
     """Run every measurement `options` asks for; return all numbers as one dict."""
     results = {'options': dataclasses.asdict(options), 'command': None, 'notes': []}
+    log('machine ...')
+    results['machine'] = describe_machine()
+    for warning in results['machine']['warnings']:
+        log(f'warning: {warning}')
     log('GEMM rate ...')
     m, k, n = (512, 512, 512) if options.quick else (4096, 1024, 4096)
     results['gemm'] = run_worker({'kind': 'gemm', 'm': m, 'k': k, 'n': n,
                                   'device': options.device}, options.threads, log)
     results['steps'] = bench_steps(options, log)
+    if 'd2lbert' in options.only and options.device == 'cpu' and not options.quick:
+        log("d2lbert's kernels ...")
+        results['kernels'] = run_worker({'kind': 'kernels'}, options.threads, log)
     if options.wikitext is None:
         results['notes'].append('WikiText file not found: end-to-end and data pipeline '
                                 'benchmarks skipped (pass --wikitext PATH)')
