@@ -12,6 +12,7 @@ SAPPHIRE_RAPIDS = {'vendor_id': 'GenuineIntel', 'model': '143',
                              'avx512_bf16', 'amx_tile']}
 ZEN = {'vendor_id': 'AuthenticAMD', 'flags': ['avx', 'avx2', 'fma']}
 OLD = {'vendor_id': 'GenuineIntel', 'flags': ['sse4_2', 'avx']}
+CORE_BEFORE_THESE_TESTS = os.environ.get('OPENBLAS_CORETYPE')
 
 
 @pytest.mark.parametrize('fields, core', [(SAPPHIRE_RAPIDS, 'SkylakeX'), (ZEN, 'Zen'),
@@ -28,7 +29,10 @@ def test_the_proper_core_follows_the_instruction_sets(fields, core):
     (OLD, 'Prescott', None, None),                     # no AVX2: nothing better
 ])
 def test_set_blas_core(fields, chosen, preset, expected, monkeypatch):
-    monkeypatch.delenv('OPENBLAS_CORETYPE', raising=False)
+    # setenv first, so that monkeypatch restores the variable's absence afterwards (a
+    # leaked OPENBLAS_CORETYPE=SkylakeX makes later subprocesses die of SIGILL here)
+    monkeypatch.setenv('OPENBLAS_CORETYPE', 'placeholder')
+    monkeypatch.delenv('OPENBLAS_CORETYPE')
     if preset:
         monkeypatch.setenv('OPENBLAS_CORETYPE', preset)
     monkeypatch.setattr(blas, 'cpu_fields', lambda: fields)
@@ -42,7 +46,8 @@ def test_the_probe_agrees_with_what_mxnet_reports(tmp_path, monkeypatch):
     """The core found without importing MXNet is the one MXNet's OpenBLAS prints
     (OPENBLAS_VERBOSE=2), and a second call reads it from the cache."""
     monkeypatch.setenv('D2LBERT_KERNEL_CACHE', str(tmp_path / 'kernels'))
-    monkeypatch.delenv('OPENBLAS_CORETYPE', raising=False)
+    monkeypatch.setenv('OPENBLAS_CORETYPE', 'placeholder')
+    monkeypatch.delenv('OPENBLAS_CORETYPE')
     library, fields = blas.openblas_library(), blas.cpu_fields()
     core = blas.chosen_core(library, fields)
     assert core and core == machine.openblas_core()
@@ -60,3 +65,9 @@ def test_bench_describes_the_machine_and_warns_about_a_fallback(monkeypatch):
     assert 'OpenBLAS core Prescott (OPENBLAS_CORETYPE=Prescott)' in line
     if 'avx2' in described['cpu']['isa']:
         assert described['warnings'] and 'Prescott' in described['warnings'][0]
+
+
+
+def test_no_core_setting_leaks_out_of_these_tests():
+    """Runs after the others in this file (pytest keeps file order)."""
+    assert os.environ.get('OPENBLAS_CORETYPE') == CORE_BEFORE_THESE_TESTS
