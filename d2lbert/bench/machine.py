@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 
-from ..util.blas import PRE_AVX2_CORES
+from ..util.blas import PRE_AVX2_CORES, cpu_fields
 
 # instruction sets that matter for the kernels (from /proc/cpuinfo's flags)
 ISA_FLAGS = ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni',
@@ -25,19 +25,10 @@ ONEDNN_PROBE = ('import mxnet as mx; mx.nd.FullyConnected(mx.nd.ones((64, 64)), 
                 'mx.nd.ones((64, 64)), no_bias=True, num_hidden=64).wait_to_read()')
 
 
-def cpu_description(cpuinfo_path='/proc/cpuinfo'):
+def cpu_description():
     """{'model', 'vendor', 'family', 'model_number', 'isa': [flags]} of the first CPU."""
-    fields = {}
-    try:
-        with open(cpuinfo_path, encoding='utf-8') as f:
-            for line in f:
-                key, _, value = line.partition(':')
-                fields.setdefault(key.strip(), value.strip())
-                if not line.strip():
-                    break
-    except OSError:
-        return {'model': 'unknown', 'isa': []}
-    flags = fields.get('flags', '').split()
+    fields = cpu_fields()
+    flags = fields.get('flags', [])
     return {'model': fields.get('model name', 'unknown'), 'vendor': fields.get('vendor_id'),
             'family': fields.get('cpu family'), 'model_number': fields.get('model'),
             'isa': [flag for flag in ISA_FLAGS if flag in flags]}
