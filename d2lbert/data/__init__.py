@@ -1,7 +1,8 @@
 """Data for BERT pretraining: WikiText (or your text) -> NSP + MLM batches.
 
 Start with :func:`load_data_wiki`; the modules follow the pipeline:
-:mod:`.corpus` (reading, sentence splitting), :mod:`.vocab`,
+:mod:`.corpus` (reading, sentence splitting), :mod:`.vocab` (and
+:mod:`.wordpiece`, Google BERT's; :mod:`.vocab_files` on disk),
 :mod:`.encoding` (flat token id arrays), :mod:`.examples` (next sentence
 pairs), :mod:`.masking` (masked tokens), :mod:`.batches` (bucketing and
 padding), :mod:`.packing` (where the valid tokens are), :mod:`.download`,
@@ -18,10 +19,13 @@ from .masking import mask_tokens
 from . import packing, tasks
 from .tasks import load_task, read_task_file
 from .vocab import Vocab
+from .vocab_files import load_vocab, save_vocab
+from .wordpiece import WordPieceVocab
 
 __all__ = ['load_data_wiki', 'build_pretraining_examples', 'corpus_file',
            'Vocab', 'PretrainingExamples', 'PretrainingBatches',
            'PretrainingBatch', 'ExampleOptions', 'bucket_lengths',
            'read_paragraphs', 'mask_tokens', 'wikitext_directory',
            'DownloadError', 'bundled_corpus_directory', 'packing',
-           'tasks', 'load_task', 'read_task_file']
+           'tasks', 'load_task', 'read_task_file', 'WordPieceVocab',
+           'load_vocab', 'save_vocab']

@@ -9,10 +9,10 @@ A d2lbert model directory holds
 """
 import os
 
-from ..data.vocab import Vocab
+from ..data.vocab_files import load_vocab
 from ..model import BERTConfig, BERTModel
 from ..train.checkpoint import find_checkpoint
-from .huggingface import from_huggingface, read_tokenizer, to_huggingface, write_tokenizer
+from .huggingface import from_huggingface, to_huggingface, write_tokenizer
 
 
 def convert_from_hf(hf_dir, out_dir, allow_pickle=False):
@@ -28,10 +28,7 @@ def convert_from_hf(hf_dir, out_dir, allow_pickle=False):
 def load_model_dir(model_dir):
     """(net, vocab, config) of a d2lbert model directory."""
     config = BERTConfig.from_json_file(os.path.join(model_dir, 'config.json'))
-    if os.path.isfile(os.path.join(model_dir, 'vocab.txt')):
-        vocab = read_tokenizer(model_dir)
-    else:
-        vocab = Vocab.load(os.path.join(model_dir, 'vocab.json'))
+    vocab = load_vocab(model_dir)
     net = BERTModel.from_config(config)
     net.load_parameters(os.path.join(model_dir, 'model.params'))
     return net, vocab, config

@@ -5,7 +5,7 @@ A Hugging Face BERT directory holds
     config.json             the architecture (see `hf_config`)
     model.safetensors       the weights (see `hf_weights`), or the older
     pytorch_model.bin       PyTorch pickle of the same tensors
-    vocab.txt               the WordPiece vocabulary (see `wordpiece`)
+    vocab.txt               the WordPiece vocabulary (see `d2lbert.data.wordpiece`)
     tokenizer_config.json   optional; its do_lower_case (default true) says whether
                             the tokenizer lower-cases
 
@@ -21,7 +21,8 @@ import mxnet as mx
 from ..model import BERTModel
 from .hf_config import check_exportable, config_from_hf, config_to_hf
 from .hf_weights import check_shapes, load_tensors, parameter_map, tensors_of
-from .wordpiece import SPECIAL_TOKENS, WordPieceVocab, read_vocab_txt
+from ..data.vocab_files import read_wordpiece as read_tokenizer
+from ..data.wordpiece import SPECIAL_TOKENS, WordPieceVocab
 
 
 def _file(directory, name):
@@ -54,15 +55,6 @@ def _safetensors():
         raise ImportError('reading and writing model.safetensors needs the safetensors '
                           'package: pip install safetensors') from None
     return safetensors.numpy
-
-
-def read_tokenizer(directory):
-    """The `WordPieceVocab` of vocab.txt, lower-casing as tokenizer_config.json says."""
-    settings_file = os.path.join(directory, 'tokenizer_config.json')
-    settings = _read_json(settings_file) if os.path.isfile(settings_file) else {}
-    vocab_file = _file(directory, 'vocab.txt')
-    return WordPieceVocab(read_vocab_txt(vocab_file), settings.get('do_lower_case', True),
-                          source=vocab_file)
 
 
 def write_tokenizer(vocab, directory):

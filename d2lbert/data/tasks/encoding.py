@@ -11,7 +11,7 @@ looked up in:
 * the book's word-level :class:`..vocab.Vocab`: :func:`word_tokenize`
   (lower-cased words; punctuation marks are tokens of their own, as in
   WikiText),
-* a ``WordPieceVocab`` (:mod:`d2lbert.interop.wordpiece`): its own
+* a ``WordPieceVocab`` (:mod:`d2lbert.data.wordpiece`): its own
   ``tokenize`` method (WordPiece, as Hugging Face's ``BertTokenizer``),
 * anything else: pass ``tokenize``, a function str -> list of str, or an
   object with such a ``tokenize`` method.
