@@ -51,8 +51,9 @@ setup(
         'hf': ['safetensors'],  # Hugging Face checkpoints (d2lbert.interop)
         # torch==2.13.0: the CPU wheel; transformers is the reference the tests compare to;
         # scikit-learn, scipy and seqeval are the references for the fine-tuning metrics
-        # (numpy<1.24 from install_requires holds in the same resolve)
-        'test': ['pytest', 'safetensors', 'transformers', 'torch==2.13.0', 'jupytext',
+        # (numpy<1.24 from install_requires holds in the same resolve); transformers 5.17 still
+        # has transformers.data.metrics.squad_metrics (the SQuAD metric's reference; 5.24 not)
+        'test': ['pytest', 'safetensors', 'transformers==5.17.*', 'torch==2.13.0', 'jupytext',
                  'nbformat', 'nbclient', 'ipykernel', 'scikit-learn', 'scipy', 'seqeval'],
     },
     entry_points={'console_scripts': ['d2lbert=d2lbert.cli:main']},

@@ -21,9 +21,10 @@ npx.set_np()
 from . import fast  # noqa: E402
 from .data import Vocab, load_data_wiki  # noqa: E402
 from .interop import get_bert_encoding, load_pretrained  # noqa: E402
-from .model import (AddNorm, BERTClassifier, BERTConfig, BERTEncoder, BERTModel,  # noqa: E402
-                    BERTTagger, MaskLMDecoder, MultiHeadAttention, NextSentenceClassifier,
-                    PositionWiseFFN, TransformerEncoderBlock, masked_softmax)
+from .model import (AddNorm, BERTClassifier, BERTConfig, BERTEncoder,  # noqa: E402
+                    BERTForQuestionAnswering, BERTModel, BERTTagger, MaskLMDecoder,
+                    MultiHeadAttention, NextSentenceClassifier, PositionWiseFFN,
+                    TransformerEncoderBlock, masked_softmax)
 from .train import try_all_gpus, try_gpu  # noqa: E402
 from .util.checks import skip_value_checks  # noqa: E402
 

@@ -7,7 +7,8 @@ Start with :func:`load_data_wiki`; the modules follow the pipeline:
 pairs), :mod:`.masking` (masked tokens), :mod:`.batches` (bucketing and
 padding), :mod:`.packing` (where the valid tokens are), :mod:`.download`,
 :mod:`.bundled`, :mod:`.cache`. Fine-tuning tasks (SNLI, GLUE, CoNLL-2003,
-your own files) are in :mod:`.tasks`, starting with :func:`.tasks.load_task`.
+your own files) are in :mod:`.tasks`, starting with :func:`.tasks.load_task`;
+question answering (SQuAD) in :mod:`.squad`.
 """
 from .batches import PretrainingBatch, PretrainingBatches, bucket_lengths
 from .bundled import bundled_corpus_directory
@@ -16,7 +17,7 @@ from .download import DownloadError, wikitext_directory
 from .examples import ExampleOptions, PretrainingExamples
 from .loader import build_pretraining_examples, corpus_file, load_data_wiki
 from .masking import mask_tokens
-from . import packing, tasks
+from . import packing, squad, tasks
 from .tasks import load_task, read_task_file
 from .vocab import Vocab
 from .vocab_files import load_vocab, save_vocab
@@ -27,5 +28,5 @@ __all__ = ['load_data_wiki', 'build_pretraining_examples', 'corpus_file',
            'PretrainingBatch', 'ExampleOptions', 'bucket_lengths',
            'read_paragraphs', 'mask_tokens', 'wikitext_directory',
            'DownloadError', 'bundled_corpus_directory', 'packing',
-           'tasks', 'load_task', 'read_task_file', 'WordPieceVocab',
+           'tasks', 'squad', 'load_task', 'read_task_file', 'WordPieceVocab',
            'load_vocab', 'save_vocab']

@@ -15,6 +15,13 @@ special-token names `<pad> <unk> <cls> <sep> <mask>` look up the same ids as
 
 >>> vocab.tokenize('Unaffable, [MASK]!')          # doctest: +SKIP
 ['un', '##aff', '##able', ',', '[MASK]', '!']
+
+`tokenize_with_offsets` also says where each token comes from in the original text
+(question answering cuts its answers from there), as Hugging Face's
+`BertTokenizerFast(...)(text, return_offsets_mapping=True)` does:
+
+>>> vocab.tokenize_with_offsets('Café!')          # doctest: +SKIP
+(['cafe', '!'], [(0, 4), (4, 5)])
 """
 import hashlib
 import re
@@ -68,6 +75,83 @@ class CasedBasicTokenizer:
                        for ch in text).split()
 
 
+def aligned_characters(text):
+    """The characters of text, each with the span of text it stands for: a list of
+    (char, start, end). The normalization steps below keep these spans up to date."""
+    return [(ch, i, i + 1) for i, ch in enumerate(text)]
+
+
+def compose(chars):
+    """NFC, as the cased tokenizer starts: a character and the combining marks after
+    it (or the characters it composes with, like Hangul jamo) become one character
+    (e + U+0301 -> é) that stands for all of them."""
+    units = []
+    for ch, start, end in chars:
+        if units and (unicodedata.combining(ch) or composes(units[-1][0], ch)):
+            units[-1] = (units[-1][0] + ch, units[-1][1], end)
+        else:
+            units.append((ch, start, end))
+    return [(c, start, end) for unit, start, end in units
+            for c in unicodedata.normalize('NFC', unit)]
+
+
+def composes(unit, ch):
+    """Does NFC join the character ch with the characters before it?"""
+    def nfc_len(text):
+        return len(unicodedata.normalize('NFC', text))
+    return nfc_len(unit + ch) < nfc_len(unit) + nfc_len(ch)
+
+
+def clean(chars):
+    """GluonNLP's first step: control characters dropped, any whitespace -> ' ', and
+    spaces around CJK characters (so each is a word of its own)."""
+    return [(c, start, end) for ch, start, end in chars for c in _step1(ch)]
+
+
+def lower(chars):
+    """Lower case, of the whole text at once as GluonNLP does (a final 'Σ' -> 'ς'); a
+    character whose lower case is longer ('İ' -> 'i' + U+0307) stands for all of it."""
+    lowered = iter(''.join(ch for ch, _, _ in chars).lower())
+    return [(next(lowered), start, end) for ch, start, end in chars for _ in ch.lower()]
+
+
+def strip_accents(chars):
+    """NFD, then the non-spacing marks (accents) dropped: é -> e. The character before
+    a dropped mark then stands for the mark too, so 'café' keeps its accent when cut
+    from the original text whether the é was written as one character or two."""
+    stripped = []
+    for ch, start, end in chars:
+        for c in unicodedata.normalize('NFD', ch):
+            if unicodedata.category(c) != 'Mn':
+                stripped.append((c, start, end))
+            elif stripped:
+                previous, first, _ = stripped[-1]
+                stripped[-1] = (previous, first, end)
+    return stripped
+
+
+def basic_words(text, lowercase):
+    """The words of Google's basic tokenization of text, with where they come from.
+
+    returns: a list of (word, starts, ends): word a str, and word[k] comes from
+    text[starts[k]:ends[k]]. Words are split at whitespace; punctuation marks and
+    CJK characters are words of their own.
+    """
+    chars = aligned_characters(text)
+    chars = strip_accents(lower(clean(chars))) if lowercase else clean(compose(chars))
+    words, word = [], []
+    for char in chars:
+        ch = char[0]
+        if ch == ' ' or is_punctuation(ch, unicodedata.category(ch)):
+            words += [word, [] if ch == ' ' else [char]]
+            word = []
+        else:
+            word.append(char)
+    words.append(word)
+    return [(''.join(ch for ch, _, _ in word), [start for _, start, _ in word],
+             [end for _, _, end in word]) for word in words if word]
+
+
 class WordPieceVocab:
     """Token <-> id map of a vocab.txt, plus WordPiece tokenization.
 
@@ -112,6 +196,43 @@ class WordPieceVocab:
         for i, piece in enumerate(pieces):
             tokens.extend([piece] if i % 2 else self._tokenizer(piece))
         return tokens
+
+    def tokenize_with_offsets(self, text):
+        """The tokens of `tokenize(text)` and where each comes from in text.
+
+        returns: (tokens, offsets): tokens a list of str; offsets a list of
+        (start, end), one per token, so that text[start:end] is the token's original
+        characters: accents, case, ligatures and spacing as written ('Café' ->
+        'cafe', (0, 4)); an [UNK] covers its whole word. As Hugging Face's
+        `BertTokenizerFast` with `return_offsets_mapping=True`, except that an
+        accent written as a separate combining mark after a word's last letter is
+        included in the word's span (Hugging Face leaves it out).
+        """
+        tokens, offsets, position = [], [], 0
+        for i, piece in enumerate(self._specials.split(text)):
+            if i % 2:  # a special token written in the text
+                tokens.append(piece)
+                offsets.append((position, position + len(piece)))
+            else:
+                for token, (start, end) in self.word_pieces_with_offsets(piece):
+                    tokens.append(token)
+                    offsets.append((position + start, position + end))
+            position += len(piece)
+        return tokens, offsets
+
+    def word_pieces_with_offsets(self, text):
+        """Yield (token, (start, end)) for the word pieces of text (no special
+        tokens in it): each word of `basic_words` split by greedy WordPiece."""
+        for word, starts, ends in basic_words(text, self.lowercase):
+            pieces = self._tokenizer.wordpiece_tokenizer.tokenize(word)
+            if pieces == [self._tokenizer.wordpiece_tokenizer.unk_token]:
+                yield pieces[0], (starts[0], ends[-1])
+                continue
+            first = 0
+            for piece in pieces:
+                length = len(piece) - 2 if first else len(piece)  # without '##'
+                yield piece, (starts[first], ends[first + length - 1])
+                first += length
 
     def __len__(self):
         return len(self.idx_to_token)

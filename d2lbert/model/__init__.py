@@ -4,7 +4,7 @@ chapters print. It imports nothing of d2lbert but `util`; the fast path
 
 In reading order: :mod:`.config`, :mod:`.attention`, :mod:`.add_norm`,
 :mod:`.transformer`, :mod:`.encoder`, :mod:`.heads`, :mod:`.bert`; for fine-tuning
-:mod:`.classifier` and :mod:`.tagger`.
+:mod:`.classifier`, :mod:`.tagger`, :mod:`.question_answering`.
 """
 from .add_norm import AddNorm
 from .attention import MultiHeadAttention, masked_softmax
@@ -13,10 +13,11 @@ from .classifier import BERTClassifier
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
+from .question_answering import BERTForQuestionAnswering
 from .tagger import BERTTagger
 from .transformer import PositionWiseFFN, TransformerEncoderBlock
 
 __all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTClassifier',
-           'BERTTagger', 'BERTConfig',
+           'BERTTagger', 'BERTForQuestionAnswering', 'BERTConfig',
            'BERTEncoder', 'MaskLMDecoder', 'NextSentenceClassifier', 'gather_positions',
            'PositionWiseFFN', 'TransformerEncoderBlock']
