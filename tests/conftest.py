@@ -105,6 +105,15 @@ def arch(request):
 
 
 
+@pytest.fixture(scope='session')
+def default_pretraining_run(tmp_path_factory):
+    """(output folder, summary) of `d2lbert pretrain` with its defaults, run once for
+    the tests that check it learns and the fine-tuning tests that start from it."""
+    from d2lbert.train.pretrain import PretrainOptions, pretrain
+    out = str(tmp_path_factory.mktemp('default-pretraining') / 'run')
+    return out, pretrain(PretrainOptions(out=out, progress=False))
+
+
 def pytest_configure(config):
     # Raised inside mx.nd.array (legacy arrays, used for GluonNLP) by SciPy >= 1.8.
     config.addinivalue_line(

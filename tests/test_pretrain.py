@@ -158,12 +158,11 @@ def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
     assert len(train_losses(full)) == 12
 
 
-def test_pretraining_on_the_bundled_corpus_learns(tmp_path):
+def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     """The proof of the main job, with the default schedule: held-out MLM accuracy beats
     always predicting the most frequent token, NSP accuracy beats 60%, and the artifacts
     are there."""
-    out = str(tmp_path / 'run')
-    result = pretrain(PretrainOptions(out=out, progress=False))
+    out, result = default_pretraining_run
     final = result['eval']
     assert final['mlm_accuracy'] > final['mlm_baseline_accuracy'] + 0.05, final
     assert final['nsp_accuracy'] > 0.6, final

@@ -62,3 +62,31 @@ def try_gpu(i=0):
 def try_all_gpus():
     """All usable GPUs, or `[mx.cpu()]` when there is none (never an empty list)."""
     return [mx.gpu(i) for i in usable_gpu_ids()] or [mx.cpu()]
+
+
+def parse_gpu_ids(gpus):
+    """'0,1' -> [0, 1]; anything else than comma-separated GPU ids is a ValueError."""
+    ids = [part.strip() for part in gpus.split(',')]
+    if not all(part.isdigit() for part in ids):
+        raise ValueError(f'--gpus must be comma-separated GPU ids like 0,1, got {gpus!r}')
+    return [int(part) for part in ids]
+
+
+def training_contexts(cpu=False, gpus=None, amp=False):
+    """The devices to train on: the CPU if `cpu`, the GPUs of `gpus` ('0,1'), or every
+    usable GPU else the CPU. Raises ValueError (naming the flag) for GPUs that can't be
+    used, or --amp without a GPU."""
+    if cpu or gpus is None:
+        ctxs = [mx.cpu()] if cpu else ([mx.gpu(i) for i in usable_gpu_ids()] or [mx.cpu()])
+    else:
+        wanted = parse_gpu_ids(gpus)
+        usable = usable_gpu_ids()
+        missing = [i for i in wanted if i not in usable]
+        if missing:
+            raise ValueError(f'--gpus {gpus}: GPU id(s) {missing} not usable here '
+                             f'(usable GPUs: {usable or "none"}); use --cpu')
+        ctxs = [mx.gpu(i) for i in wanted]
+    if amp and ctxs[0].device_type != 'gpu':
+        raise ValueError('--amp (float16 mixed precision) needs a GPU; '
+                         'on the CPU train in float32 (drop --amp)')
+    return ctxs

@@ -1,6 +1,6 @@
 """Training metrics: one JSON object per line in metrics.jsonl, curves in loss.png.
 
-A 'train' record (also shown on the progress bar and plotted in loss.png) holds:
+In pretraining, a 'train' record (also shown on the progress bar and plotted in loss.png) holds:
 
 * mlm_loss, nsp_loss: the mean over the steps since the previous 'train' record (as
   Hugging Face's Trainer logs), of each step's loss (itself the mean over the step's
@@ -69,24 +69,27 @@ class MetricsLog:
         with open(self.path, 'a') as f:
             f.write(json.dumps(record) + '\n')
 
-    def plot(self):
-        """Loss curves (train) and held-out accuracies, headless (no pyplot state)."""
+    def plot(self, loss_keys=('mlm_loss', 'nsp_loss'),
+             score_keys=('mlm_accuracy', 'nsp_accuracy', 'mlm_baseline_accuracy'),
+             score_split='valid'):
+        """Training loss curves and held-out scores (records of score_split), headless
+        (no pyplot state)."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         records = self.records()
         train = [r for r in records if r['split'] == 'train']
-        valid = [r for r in records if r['split'] == 'valid']
+        held_out = [r for r in records if r['split'] == score_split]
         figure = Figure(figsize=(9, 3.5))
         FigureCanvasAgg(figure)
-        losses, accuracies = figure.subplots(1, 2)
-        for key in ('mlm_loss', 'nsp_loss'):
+        losses, scores = figure.subplots(1, 2)
+        for key in loss_keys:
             losses.plot([r['step'] for r in train], [r[key] for r in train], label=key)
         losses.set(xlabel='step', ylabel='loss', title='training loss')
         losses.legend()
-        for key in ('mlm_accuracy', 'nsp_accuracy', 'mlm_baseline_accuracy'):
-            accuracies.plot([r['step'] for r in valid], [r[key] for r in valid], 'o-',
-                            label=key)
-        accuracies.set(xlabel='step', ylabel='accuracy', title='held-out accuracy')
-        accuracies.legend()
+        for key in score_keys:
+            scores.plot([r['step'] for r in held_out], [r[key] for r in held_out], 'o-',
+                        label=key)
+        scores.set(xlabel='step', ylabel='score', title=f'{score_split} scores')
+        scores.legend()
         figure.tight_layout()
         figure.savefig(self.plot_path, dpi=100)

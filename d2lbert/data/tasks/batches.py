@@ -3,6 +3,10 @@
 A batch is padded to its longest example (or to a fixed ``seq_len``, which
 gives a hybridized model a single input shape): token id ``pad_id``,
 segment 0, and for tagging label :data:`.encoding.IGNORE_LABEL`.
+
+For training, :func:`training_batches` puts examples of similar lengths
+together (padding costs compute) and rounds the padded length up to a
+multiple of 8 (a hybridized model compiles each new shape once).
 """
 from typing import NamedTuple, Optional
 
@@ -78,3 +82,36 @@ def task_batches(encoded, batch_size, pad_id=0, shuffle=False, seed=0,
     for start in range(0, len(order), batch_size):
         batch = [encoded[i] for i in order[start:start + batch_size]]
         yield make_task_batch(batch, pad_id, seq_len)
+
+
+PAD_TO_MULTIPLE = 8
+BUCKET_BATCHES = 50  # examples are sorted by length within windows of 50 batches
+
+
+def padded_length(encoded, max_len):
+    """The longest of the examples rounded up to a multiple of PAD_TO_MULTIPLE, but
+    not beyond max_len (nor below the longest)."""
+    longest = max(example.valid_len for example in encoded)
+    rounded = -(-longest // PAD_TO_MULTIPLE) * PAD_TO_MULTIPLE
+    return max(min(rounded, max_len), longest)
+
+
+def training_batches(encoded, batch_size, epoch, seed, max_len, pad_id=0, start=0):
+    """Yield epoch `epoch`'s :class:`TaskBatch` es from batch number `start` on.
+
+    The order depends only on (seed, epoch), so a resumed run sees the same
+    batches: the examples are shuffled, sorted by length within windows of
+    BUCKET_BATCHES batches, cut into batches (the last may be smaller), and the
+    batches shuffled; each is padded to :func:`padded_length`.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(encoded))
+    window = batch_size * BUCKET_BATCHES
+    lengths = np.array([example.valid_len for example in encoded])
+    for lo in range(0, len(order), window):
+        part = order[lo:lo + window]
+        order[lo:lo + window] = part[np.argsort(lengths[part], kind='stable')]
+    batches = [order[lo:lo + batch_size] for lo in range(0, len(order), batch_size)]
+    for index in rng.permutation(len(batches))[start:]:
+        chunk = [encoded[i] for i in batches[index]]
+        yield make_task_batch(chunk, pad_id, padded_length(chunk, max_len))

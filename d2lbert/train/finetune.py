@@ -1,0 +1,289 @@
+"""`d2lbert finetune`: train a pretrained BERT with a new head on a labelled task, with
+progress, dev evaluation, the best model kept, atomic checkpoints and exact resume.
+
+An output folder::
+
+    OUT/model/                 the best model by the dev metric (`task_model`), which
+                               `d2lbert predict` reads (without a dev set: the last)
+    OUT/checkpoints/step-N/    for --resume (as pretraining's, plus task.json)
+    OUT/metrics.jsonl          'train' records (loss, lr, examples/s) and 'dev' records
+    OUT/loss.png               (the task's metrics, see `finetune_data`)
+"""
+import dataclasses
+import datetime
+import math
+import os
+import time
+
+from mxnet import init
+
+from .. import fast
+from ..data.tasks import encode_task, training_batches
+from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
+                            flag)
+from . import checkpoint as ckpt
+from .devices import parse_gpu_ids, training_contexts
+from .finetune_data import (LABEL_TYPES, TASK_NAMES, read_dev_split, read_train_split,
+                            task_head, task_metrics)
+from .metrics import IntervalMeans, MetricsLog
+from .optimizer import learning_rate, make_trainer
+from .pretrain import PretrainError, TrainingDiverged, due, prepare_out_dir
+from .step import optimizer_step, seed_step
+from .task_model import (TASK_FILE, TaskInfo, build_task_model, read_task_info,
+                         save_task_model)
+from .task_predictions import predict_encoded, task_scores_of
+from .task_step import task_forward_backward
+
+MAX_SEED = 2 ** 32 - 1
+SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
+SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
+
+
+@dataclasses.dataclass
+class FinetuneOptions:
+    """Every setting of a fine-tuning run; the CLI flags map onto these one to one.
+
+    lr None picks the learning rate by model size: 1e-4 for models up to 256 hidden
+    units (the book's NLI chapter, bert.small) and 3e-5 for larger ones (BERT-base,
+    GluonNLP's and Google's recipes). warmup is the share of all steps.
+    """
+    task: str = None
+    model: str = None
+    data: str = None
+    dev: str = None
+    out: str = None
+    label_type: str = 'class'
+    epochs: int = 3
+    batch_size: int = 32
+    max_len: int = 128
+    lr: float = None
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    dropout: float = 0.1
+    clip: float = 1.0
+    eval_every: int = 0
+    log_every: int = 10
+    keep: int = 2
+    seed: int = 0
+    gpus: str = None
+    cpu: bool = False
+    resume: bool = False
+    progress: bool = True
+    plain: bool = False
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """Raise a `ValueError` naming the flag of the first invalid setting."""
+        check_choice('--task', self.task, TASK_NAMES)
+        check_text('--model', self.model)
+        for name in ('data', 'dev', 'out', 'gpus'):
+            check_text(flag(name), getattr(self, name), optional=True)
+        if self.task == 'csv' and self.data is None:
+            raise ValueError('--task csv needs --data, your training file (.csv, .tsv or '
+                             '.jsonl with text[, text_pair], label columns)')
+        check_choice('--label-type', self.label_type, LABEL_TYPES)
+        for name in ('epochs', 'batch_size', 'log_every', 'keep'):
+            check_int(flag(name), getattr(self, name), 1)
+        check_int('--max-len', self.max_len, 4)
+        check_int('--eval-every', self.eval_every, 0, note=' (0: at the end of each epoch)')
+        check_int('--seed', self.seed, 0, MAX_SEED)
+        if self.lr is not None:
+            check_number('--lr', self.lr, 0, inclusive=False)
+        for name in ('weight_decay', 'clip'):
+            check_number(flag(name), getattr(self, name), 0)
+        for name in ('warmup', 'dropout'):
+            value = check_number(flag(name), getattr(self, name), 0)
+            if value >= 1:
+                raise ValueError(f'{flag(name)} must be in [0, 1), got {value!r}')
+        if self.gpus is not None:
+            parse_gpu_ids(self.gpus)
+        for name in ('cpu', 'resume', 'plain', 'progress'):
+            check_bool(flag(name), getattr(self, name))
+
+
+def check_sources(options):
+    """--data and --dev must exist (when given): checked before anything is written."""
+    for name in ('data', 'dev'):
+        path = getattr(options, name)
+        if path is not None and not os.path.exists(path):
+            raise PretrainError(f'{flag(name)} {path}: no such file or folder')
+
+
+def default_lr(config):
+    return SMALL_MODEL_LR if config.num_hiddens <= SMALL_MODEL_HIDDENS else LARGE_MODEL_LR
+
+
+def read_data(options, vocab, max_len):
+    """(train, dev) as (TaskData, encoded examples); dev is (None, None) if the task
+    has none."""
+    train = read_train_split(options.task, options.data, options.label_type)
+    dev = read_dev_split(options.task, options.data, options.dev, train.labels,
+                         options.label_type)
+    if not train.examples:
+        raise PretrainError(f'--data {options.data}: the training set has no examples')
+    encoded_train = encode_task(train, vocab, max_len)
+    encoded_dev = None if dev is None else encode_task(dev, vocab, max_len)
+    return (train, encoded_train), (dev, encoded_dev)
+
+
+def task_info(options, labels):
+    return TaskInfo(options.task, task_head(options.task), labels, options.max_len,
+                    options.dropout, task_metrics(options.task, labels))
+
+
+def start_at_mean(output, encoded_train):
+    """A regression output starts at the mean training target (its bias), so training
+    learns deviations from it: reaching the targets' level through tanh-saturated
+    pooler units instead would flatten the predictions."""
+    mean = sum(example.label for example in encoded_train) / len(encoded_train)
+    output.bias.set_data(output.bias.data() * 0 + mean)
+
+
+def resume_state(checkpoint, info, config, vocab, seed):
+    """The state of the checkpoint a run resumes from, which must have been made with
+    the same task settings, model and seed."""
+    saved_config, saved_vocab, state = ckpt.read_checkpoint_meta(checkpoint)
+    saved = read_task_info(checkpoint)
+    if saved != info:
+        raise PretrainError(f'--resume: the task settings differ from {checkpoint}/'
+                            f'{TASK_FILE} (saved {saved.to_dict()}, now {info.to_dict()})')
+    if saved_config != config or saved_vocab != vocab:
+        raise PretrainError(f'--resume: --model is not the model {checkpoint} was '
+                            'fine-tuned from (its config or vocabulary differ)')
+    if state['seed'] != seed:
+        raise PretrainError(f'--resume: --seed {seed} differs from the seed '
+                            f'{state["seed"]} of {checkpoint}')
+    return state
+
+
+def finetune(options, pretrained):
+    """Run fine-tuning of pretrained = (bert, vocab), the `BERTModel` and vocabulary that
+    `d2lbert.load_pretrained(options.model)` returns; returns a summary dict (output
+    folder, best dev scores)."""
+    options.validate()
+    check_sources(options)
+    ctxs = training_contexts(options.cpu, options.gpus)
+    bert, vocab = pretrained
+    config = bert.config
+    if options.max_len > config.max_len:
+        raise PretrainError(f'--max-len {options.max_len} exceeds the model\'s '
+                            f'{config.max_len} positions')
+    train, dev = read_data(options, vocab, options.max_len)
+    info = task_info(options, train[0].labels)
+    options.out = options.out or os.path.join('runs', datetime.datetime.now().strftime(
+        f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S'))
+    out = prepare_out_dir(options)
+    net = build_task_model(bert, info)
+    state = {'epoch': 0, 'index': 0, 'step': 0, 'best': None, 'seed': options.seed}
+    log = MetricsLog(out)
+    if options.resume:
+        checkpoint = ckpt.find_checkpoint(out)
+        state = resume_state(checkpoint, info, config, vocab, options.seed)
+        net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
+        log.truncate(state['step'])
+    else:
+        bert.collect_params().reset_ctx(ctxs)
+        seed_step(options.seed, 0)
+        net.output.initialize(init.Normal(0.02), ctx=ctxs)
+        if info.labels is None:
+            start_at_mean(net.output, train[1])
+    if not options.plain:
+        fast.accelerate(net)
+    net.hybridize(static_alloc=True)
+    net.collect_params().setattr('grad_req', 'add')
+    lr = options.lr or default_lr(config)
+    trainer = make_trainer(net, 'bertadam', lr, options.weight_decay)
+    if options.resume:
+        trainer.load_states(os.path.join(checkpoint, 'trainer.states'))
+    run = FinetuneRun(options, info, net, trainer, ctxs, config, vocab, out, log, lr)
+    return run.train(train[1], dev, state)
+
+
+class FinetuneRun:
+    """The training loop of one run, its evaluation and its saving."""
+
+    def __init__(self, options, info, net, trainer, ctxs, config, vocab, out, log, lr):
+        self.options, self.info, self.net, self.trainer = options, info, net, trainer
+        self.ctxs, self.config, self.vocab, self.out, self.log = ctxs, config, vocab, out, log
+        self.lr = lr
+
+    def train(self, encoded_train, dev, state):
+        from tqdm import tqdm
+        options = self.options
+        steps_per_epoch = math.ceil(len(encoded_train) / options.batch_size)
+        total_steps = steps_per_epoch * options.epochs
+        warmup_steps = round(options.warmup * total_steps)
+        progress = tqdm(total=total_steps, initial=state['step'], unit='step',
+                        disable=not options.progress, dynamic_ncols=True)
+        losses = IntervalMeans(('loss',))
+        step, examples, tic = state['step'], 0, time.time()
+        for epoch in range(state['epoch'], options.epochs):
+            start = state['index'] if epoch == state['epoch'] else 0
+            batches = training_batches(encoded_train, options.batch_size, epoch,
+                                       options.seed, options.max_len, self.vocab.pad_id,
+                                       start)
+            for index, batch in enumerate(batches, start + 1):
+                step += 1
+                seed_step(options.seed, step)
+                self.trainer.set_learning_rate(
+                    learning_rate(step, self.lr, warmup_steps, total_steps))
+                losses.add([task_forward_backward(self.net, batch, self.ctxs)])
+                optimizer_step(self.net, self.trainer, options.clip)
+                examples += len(batch.valid_lens)
+                progress.update(1)
+                epoch_end = index == steps_per_epoch
+                if due(step, options.log_every) or epoch_end:
+                    record = self.log_training(step, epoch, losses, examples, tic)
+                    progress.set_postfix(loss=f'{record["loss"]:.4f}')
+                    examples, tic = 0, time.time()
+                if epoch_end or due(step, options.eval_every):
+                    position = ({'epoch': epoch + 1, 'index': 0} if epoch_end
+                                else {'epoch': epoch, 'index': index})
+                    state = {**state, **position, 'step': step}
+                    state['best'] = self.evaluate_and_save(dev, state, progress)
+                    tic = time.time()
+        progress.close()
+        self.log.plot(('loss',), self.info.metrics, 'dev')
+        return {'out': self.out, 'model': os.path.join(self.out, 'model'),
+                'steps': step, 'best': state['best']}
+
+    def log_training(self, step, epoch, losses, examples, tic):
+        record = {'step': step, 'split': 'train', 'epoch': epoch,
+                  'lr': self.trainer.learning_rate, **losses.pop_means(),
+                  'examples_per_second': examples / max(time.time() - tic, 1e-9)}
+        if not math.isfinite(record['loss']):
+            raise TrainingDiverged(
+                f'loss became {record["loss"]} by step {step}: stopped. The last good '
+                f'checkpoint is kept in {self.out}; try a lower --lr or --clip')
+        self.log.write(record)
+        return record
+
+    def evaluate_and_save(self, dev, state, progress):
+        """Score the dev set; keep OUT/model if it is the best so far (the last model
+        without a dev set); write a checkpoint. Returns the best record so far."""
+        best = state['best']
+        dev_data, encoded_dev = dev
+        if dev_data is None:
+            record = {'step': state['step'], 'split': 'dev'}
+            is_best = True
+        else:
+            predictions, _ = predict_encoded(self.net, self.info, encoded_dev, self.ctxs[0],
+                                             self.vocab.pad_id)
+            scores = task_scores_of(self.info, dev_data, encoded_dev, predictions)
+            record = {'step': state['step'], 'split': 'dev', **scores}
+            self.log.write(record)
+            main = self.info.metrics[0]
+            is_best = best is None or scores[main] > best[main]
+            progress.write(f'step {state["step"]}: dev ' + ', '.join(
+                f'{name} {value:.4f}' for name, value in scores.items())
+                + (' (best so far: saved)' if is_best else ''))
+        if is_best:
+            save_task_model(os.path.join(self.out, 'model'), self.net, self.config,
+                            self.vocab, self.info)
+            best = record
+        ckpt.save_checkpoint(self.out, state['step'], self.net, self.trainer, self.config,
+                             self.vocab, {**state, 'best': best}, self.options.keep,
+                             {TASK_FILE: self.info.to_dict()})
+        return best

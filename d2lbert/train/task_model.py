@@ -1,0 +1,92 @@
+"""A fine-tuned model: the pretrained encoder with a task head, and what it was
+trained for, in one folder that `d2lbert predict` (and `load_task_model`) reads::
+
+    FOLDER/  config.json   the encoder's BERTConfig
+             vocab.json    the vocabulary (or vocab.txt + tokenizer_config.json)
+             task.json     `TaskInfo`: task, head, labels, max_len, dropout, metric
+             model.params  the parameters of the task model (encoder and head)
+             manifest.json every file's size and SHA-1 (see `checkpoint`)
+"""
+import dataclasses
+import json
+import os
+from typing import Optional, Tuple
+
+import mxnet as mx
+
+from ..data.vocab_files import load_vocab
+from ..model import BERTClassifier, BERTModel, BERTTagger
+from . import checkpoint as ckpt
+
+TASK_FILE = 'task.json'
+
+
+@dataclasses.dataclass
+class TaskInfo:
+    """What a task model was trained for.
+
+    task: the task's name ('snli', 'glue/mrpc', 'conll2003', 'csv', ...).
+    head: 'classifier' (a class or, without labels, a number per text or pair) or
+        'tagger' (a tag per word).
+    labels: the class names or tags in id order; None for regression.
+    max_len: the longest input, in tokens, it was trained on.
+    dropout: the head's dropout.
+    metrics: the task's metrics, the first one chosen the best checkpoint.
+    """
+    task: str
+    head: str
+    labels: Optional[Tuple[str, ...]]
+    max_len: int
+    dropout: float = 0.1
+    metrics: Tuple[str, ...] = ('accuracy',)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        values = dict(values)
+        for name in ('labels', 'metrics'):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+
+def build_task_model(bert, info):
+    """The task model of `info.head` on top of `bert` (a `BERTModel`), sharing its
+    encoder (and pooler); the new output layer is not initialized."""
+    if info.head == 'classifier':
+        return BERTClassifier(bert, len(info.labels) if info.labels else 1, info.dropout)
+    if info.head == 'tagger':
+        return BERTTagger(bert, len(info.labels), info.dropout)
+    raise ValueError(f'unknown task head {info.head!r} (classifier or tagger)')
+
+
+def save_task_model(folder, net, config, vocab, info):
+    """Write (or atomically replace) the task model folder."""
+    return ckpt.save_model_folder(folder, net, config, vocab, {TASK_FILE: info.to_dict()})
+
+
+def is_task_model(folder):
+    return os.path.isfile(os.path.join(folder, TASK_FILE))
+
+
+def read_task_info(folder):
+    with open(os.path.join(folder, TASK_FILE), encoding='utf-8') as f:
+        return TaskInfo.from_dict(json.load(f))
+
+
+def load_task_model(folder, ctx=None):
+    """(net, config, vocab, info) of a task model folder (or of a fine-tuning checkpoint),
+    every file checked against its manifest; net on ctx (default CPU), not hybridized."""
+    if not is_task_model(folder):
+        raise ckpt.CheckpointError(f'{folder} is not a fine-tuned model folder (it has no '
+                                   f'{TASK_FILE}; `d2lbert finetune --out` writes one in '
+                                   'OUT/model)')
+    ckpt.verify_checkpoint(folder)
+    config = ckpt.read_config(folder)
+    vocab = load_vocab(folder)
+    info = read_task_info(folder)
+    net = build_task_model(BERTModel.from_config(config), info)
+    net.load_parameters(os.path.join(folder, 'model.params'), ctx=ctx or mx.cpu())
+    return net, config, vocab, info
