@@ -12,12 +12,21 @@ import os
 from ..data.vocab_files import load_vocab
 from ..model import BERTConfig, BERTModel
 from ..train.checkpoint import find_checkpoint
+from ..train.task_model import is_task_model, load_task_model
 from .huggingface import from_huggingface, to_huggingface, write_tokenizer
 
 
 def convert_from_hf(hf_dir, out_dir, allow_pickle=False):
-    """Hugging Face BERT directory -> d2lbert model directory. Returns the missing heads."""
+    """Hugging Face BERT directory -> d2lbert model directory. Returns the missing heads.
+
+    Only a pretrained BERT: a fine-tuned one (`hf_tasks`) is refused, as its task head
+    would be lost; `from_huggingface` loads it, and `d2lbert finetune --model` takes its
+    encoder as it is.
+    """
     net, tokenizer, config = from_huggingface(hf_dir, allow_pickle)
+    if not isinstance(net, BERTModel):
+        raise ValueError(f'{hf_dir} holds a fine-tuned {type(net).__name__} (config.json\'s '
+                         'architectures); convert --from-hf converts pretrained BERTs only')
     os.makedirs(out_dir, exist_ok=True)
     config.to_json_file(os.path.join(out_dir, 'config.json'))
     write_tokenizer(tokenizer, out_dir)
@@ -36,8 +45,19 @@ def load_model_dir(model_dir):
 
 def convert_to_hf(model_dir, out_dir):
     """d2lbert model directory (or a pretraining run's output folder, whose newest
-    checkpoint is used) -> Hugging Face BERT directory."""
+    checkpoint is used; or a fine-tuned model, see `convert_task_model_to_hf`) ->
+    Hugging Face BERT directory."""
     if not os.path.isfile(os.path.join(model_dir, 'model.params')):
         model_dir = find_checkpoint(model_dir)
+    if is_task_model(model_dir):
+        return convert_task_model_to_hf(model_dir, out_dir)
     net, vocab, config = load_model_dir(model_dir)
     to_huggingface(net, config, vocab, out_dir)
+
+
+def convert_task_model_to_hf(model_dir, out_dir):
+    """A fine-tuned model folder (`d2lbert finetune`'s OUT/model, or one of its
+    checkpoints) -> a Hugging Face `BertForSequenceClassification` or
+    `BertForTokenClassification` directory, the task's labels as its id2label."""
+    net, config, vocab, info = load_task_model(model_dir)
+    to_huggingface(net, config, vocab, out_dir, labels=info.labels)

@@ -20,8 +20,10 @@ Hugging Face names every tensor of `BertForPreTraining` by its module path:
     cls.predictions.decoder.weight                   mlm.output_weight (only if untied)
     cls.seq_relationship.*                           nsp.output
 
-PyTorch's `Linear.weight` is (out_features, in_features), the layout of Gluon's
-`Dense.weight`, so every tensor is copied as it is, without transposing.
+`encoder_map` gives the `bert.embeddings.*` and `bert.encoder.*` rows alone, which the
+fine-tuned models of `hf_tasks` share. PyTorch's `Linear.weight` is (out_features,
+in_features), the layout of Gluon's `Dense.weight`, so every tensor is copied as it is,
+without transposing.
 """
 import warnings
 
@@ -34,22 +36,26 @@ HEADS = {'pooler': 'bert.pooler.', 'mlm': 'cls.predictions.', 'nsp': 'cls.seq_re
 _BUFFERS = ('bert.embeddings.position_ids',)
 
 
-def _dense(name, dense):
-    return {f'{name}.weight': dense.weight, f'{name}.bias': dense.bias}
+def dense(name, layer):
+    """The names of a linear layer `name` (a PyTorch `Linear`, or a Gluon `Dense` in a
+    parameter file) -> a Gluon `Dense`'s Parameters."""
+    return {f'{name}.weight': layer.weight, f'{name}.bias': layer.bias}
 
 
-def _layer_norm(name, norm):
+def layer_norm(name, norm):
+    """The tensor names of a PyTorch `LayerNorm` called `name` -> a Gluon `LayerNorm`'s
+    Parameters."""
     return {f'{name}.weight': norm.gamma, f'{name}.bias': norm.beta}
 
 
-def parameter_map(net):
-    """Hugging Face `BertForPreTraining` tensor name -> Parameter of a `BERTModel`
-    built by `BERTConfig.original` (in the table above)."""
-    encoder = net.encoder
+def encoder_map(encoder):
+    """Hugging Face tensor name -> Parameter of a `BERTEncoder` built by
+    `BERTConfig.original`: the `bert.embeddings.*` and `bert.encoder.*` rows of the
+    table above."""
     params = {'bert.embeddings.word_embeddings.weight': encoder.token_embedding.weight,
               'bert.embeddings.token_type_embeddings.weight': encoder.segment_embedding.weight,
               'bert.embeddings.position_embeddings.weight': encoder.position_embedding.weight,
-              **_layer_norm('bert.embeddings.LayerNorm', encoder.embedding_norm)}
+              **layer_norm('bert.embeddings.LayerNorm', encoder.embedding_norm)}
     for i, block in enumerate(encoder.blocks):
         layer = f'bert.encoder.layer.{i}'
         for kind in ('query', 'key', 'value'):
@@ -57,18 +63,25 @@ def parameter_map(net):
                                                                       f'{kind}_weight')
             params[f'{layer}.attention.self.{kind}.bias'] = getattr(block.attention,
                                                                     f'{kind}_bias')
-        params.update(_dense(f'{layer}.attention.output.dense', block.attention.output))
-        params.update(_layer_norm(f'{layer}.attention.output.LayerNorm', block.norm1))
-        params.update(_dense(f'{layer}.intermediate.dense', block.ffn.dense1))
-        params.update(_dense(f'{layer}.output.dense', block.ffn.dense2))
-        params.update(_layer_norm(f'{layer}.output.LayerNorm', block.norm2))
-    params.update(_dense('bert.pooler.dense', net.nsp.pooler))
-    params.update(_dense('cls.predictions.transform.dense', net.mlm.transform[0]))
-    params.update(_layer_norm('cls.predictions.transform.LayerNorm', net.mlm.transform[2]))
+        params.update(dense(f'{layer}.attention.output.dense', block.attention.output))
+        params.update(layer_norm(f'{layer}.attention.output.LayerNorm', block.norm1))
+        params.update(dense(f'{layer}.intermediate.dense', block.ffn.dense1))
+        params.update(dense(f'{layer}.output.dense', block.ffn.dense2))
+        params.update(layer_norm(f'{layer}.output.LayerNorm', block.norm2))
+    return params
+
+
+def parameter_map(net):
+    """Hugging Face `BertForPreTraining` tensor name -> Parameter of a `BERTModel`
+    built by `BERTConfig.original` (in the table above)."""
+    params = encoder_map(net.encoder)
+    params.update(dense('bert.pooler.dense', net.nsp.pooler))
+    params.update(dense('cls.predictions.transform.dense', net.mlm.transform[0]))
+    params.update(layer_norm('cls.predictions.transform.LayerNorm', net.mlm.transform[2]))
     params['cls.predictions.bias'] = net.mlm.output_bias
-    if net.mlm.output_weight is not encoder.token_embedding.weight:
+    if net.mlm.output_weight is not net.encoder.token_embedding.weight:
         params['cls.predictions.decoder.weight'] = net.mlm.output_weight
-    params.update(_dense('cls.seq_relationship', net.nsp.output))
+    params.update(dense('cls.seq_relationship', net.nsp.output))
     return params
 
 
@@ -116,12 +129,12 @@ def check_shapes(params, tensors, source):
                              f'implies {param.shape}')
 
 
-def load_tensors(net, tensors, source):
+def load_tensors(net, tensors, source, unused_heads=()):
     """Copy a checkpoint's tensors (name -> NumPy array) into `net`'s parameters.
 
     Returns the list of missing heads, whose parameters keep their initial values;
-    warns about them and about tensors that are ignored (e.g. a fine-tuned
-    classifier's).
+    warns about them (but those in `unused_heads`, which the caller has no use for)
+    and about tensors that are ignored (e.g. a fine-tuned classifier's).
     """
     tensors = canonical_names(tensors)
     params = parameter_map(net)
@@ -133,22 +146,24 @@ def load_tensors(net, tensors, source):
         if name in tensors:
             param.set_data(np.array(onp.asarray(tensors[name], dtype='float32')))
     ignored = sorted(set(tensors) - set(params) - set(_BUFFERS))
-    if heads:
-        warnings.warn(f'{source} has no {heads} head(s): their parameters stay randomly '
+    missing = [head for head in heads if head not in unused_heads]
+    if missing:
+        warnings.warn(f'{source} has no {missing} head(s): their parameters stay randomly '
                       'initialized', stacklevel=3)
     if ignored:
         warnings.warn(f'{source}: ignored tensor(s) {ignored}', stacklevel=3)
     return heads
 
 
-def tensors_of(net):
-    """Every parameter of `net` as a float32 NumPy array, by Hugging Face name.
+def tensors_of(params):
+    """The values of `params` (Hugging Face name -> Parameter, e.g. `parameter_map(net)`)
+    as float32 NumPy arrays, by name.
 
     An untied decoder is a Linear layer with its own bias in `transformers`, so
     `cls.predictions.bias` is then also written as `cls.predictions.decoder.bias`.
     """
     tensors = {name: param.data().asnumpy().astype('float32')
-               for name, param in parameter_map(net).items()}
+               for name, param in params.items()}
     if 'cls.predictions.decoder.weight' in tensors:
         tensors['cls.predictions.decoder.bias'] = tensors['cls.predictions.bias']
     return tensors

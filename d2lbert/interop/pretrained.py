@@ -1,4 +1,15 @@
-"""Reuse a pretrained BERT: load a checkpoint, encode text."""
+"""Reuse a pretrained BERT: load it from wherever it comes from, encode text.
+
+`load_pretrained(path_or_name)` recognizes, by the files it holds:
+
+    a `d2lbert pretrain` output folder   checkpoints/step-NNNNNN/ (the newest is used)
+    a checkpoint folder                  manifest.json, config.json, vocab.json, model.params
+    a d2lbert model folder               config.json, vocab.json (or vocab.txt), model.params
+                                         (`d2lbert convert --from-hf` writes one)
+    a Hugging Face BERT folder           config.json, model.safetensors, vocab.txt
+    a model of the d2l book              a zip or folder with vocab.json, pretrained.params
+    the name of a book model             'bert.small' or 'bert.base' (downloaded once)
+"""
 import os
 
 import mxnet as mx
@@ -6,24 +17,73 @@ from mxnet import np
 
 from ..model import BERTModel
 from ..train import checkpoint as ckpt
+from ..train.task_model import TASK_FILE
+from .book import BOOK_MODELS, is_book_model, load_book_model
+from .convert import load_model_dir
+from .huggingface import bert_from_huggingface
+
+PRETRAINED_NAMES = tuple(BOOK_MODELS)  # the models load_pretrained knows by name
+EXPECTED = ('a d2lbert pretraining output folder (checkpoints/step-NNNNNN), a checkpoint or '
+            'model folder (config.json, model.params), a Hugging Face BERT folder '
+            '(config.json, model.safetensors, vocab.txt), a book model zip or folder '
+            f'(vocab.json, pretrained.params), or one of the names {list(PRETRAINED_NAMES)}')
 
 
-def load_pretrained(path, ctx=None):
-    """Load a pretrained model from a run's output folder (its newest checkpoint), a
-    checkpoint folder, or a model folder written by `d2lbert convert --from-hf`.
-    Returns (net, vocab); net is hybridized, on ctx (default CPU)."""
+def model_kind(path_or_name):
+    """What `path_or_name` holds: 'run', 'checkpoint', 'model', 'huggingface' or 'book'.
+
+    Raises FileNotFoundError for a path that does not exist (and is not a book model's
+    name), ValueError for a file or folder that is none of these.
+    """
+    path = path_or_name
+    if not os.path.exists(path):
+        if path in BOOK_MODELS:
+            return 'book'
+        raise FileNotFoundError(f'no pretrained model at {path!r}: expected {EXPECTED}')
+    if is_book_model(path):
+        return 'book'
     if not os.path.isdir(path):
-        raise FileNotFoundError(f'no pretrained model folder at {path!r}')
-    if os.path.isfile(os.path.join(path, 'model.params')) and not os.path.isfile(
-            os.path.join(path, 'manifest.json')):
-        from .convert import load_model_dir
-        net, vocab, _ = load_model_dir(path)
-        net.collect_params().reset_ctx(ctx or mx.cpu())
+        raise ValueError(f'{path} is not a pretrained model: expected {EXPECTED}')
+
+    def has(*names):
+        return all(os.path.exists(os.path.join(path, name)) for name in names)
+    if has(TASK_FILE):
+        raise ValueError(f'{path} is a fine-tuned model ({TASK_FILE}), not a pretrained '
+                         'one: `d2lbert predict --model` reads it')
+    if has('manifest.json'):
+        return 'checkpoint'
+    if os.path.isdir(os.path.join(path, ckpt.CHECKPOINT_DIR)):
+        return 'run'
+    if has('config.json') and (has('model.safetensors') or has('pytorch_model.bin')):
+        return 'huggingface'
+    if has('config.json', 'model.params'):
+        return 'model'
+    raise ValueError(f'{path} is not a pretrained model: expected {EXPECTED}')
+
+
+def load_pretrained(path_or_name, ctx=None, allow_pickle=False):
+    """Load a pretrained BERT from any of the sources of the module doc.
+
+    Returns (net, vocab): net a hybridized `BERTModel` on ctx (default CPU), vocab its
+    `Vocab` or, for a Hugging Face model, its `WordPieceVocab`. A Hugging Face
+    pytorch_model.bin (a pickle) is read only with allow_pickle=True.
+    """
+    kind = model_kind(path_or_name)
+    if kind == 'book':
+        net, vocab, _ = load_book_model(path_or_name)
+    elif kind == 'huggingface':
+        net, vocab, _ = bert_from_huggingface(path_or_name, allow_pickle)
+    elif kind == 'model':
+        net, vocab, _ = load_model_dir(path_or_name)
     else:
-        checkpoint = ckpt.find_checkpoint(path)
+        checkpoint = ckpt.find_checkpoint(path_or_name)
+        if os.path.isfile(os.path.join(checkpoint, TASK_FILE)):
+            raise ValueError(f'{checkpoint} is a fine-tuning checkpoint ({TASK_FILE}), not a '
+                             'pretrained model')
         config, vocab, _ = ckpt.read_checkpoint_meta(checkpoint)
         net = BERTModel.from_config(config)
-        net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctx or mx.cpu())
+        net.load_parameters(os.path.join(checkpoint, 'model.params'))
+    net.collect_params().reset_ctx(ctx or mx.cpu())
     net.hybridize(static_alloc=True)
     return net, vocab
 
