@@ -1,4 +1,7 @@
-"""`d2lbert bench`: the FLOP formula, and a smoke test of the whole harness.
+"""`d2lbert bench`: the FLOP formula; the fine-tuning line's pairs (laid out and cut as
+the book does, SNLI's mean lengths), its three ways of padding them (the book's, the
+one `DataCollatorWithPadding` makes) and its three models' sizes; the report's math;
+and a smoke test of the whole harness.
 
 No timing assertions: the quick run only checks that every measurement ran and that the
 JSON report holds every implementation with positive rates.
@@ -9,7 +12,14 @@ import random
 import subprocess
 import sys
 
+import numpy as onp
+import pytest
+
+from d2lbert.bench import BenchOptions
 from d2lbert.bench.configs import BenchConfig, random_batch
+from d2lbert.bench.finetune_pairs import (CLS_ID, PAD_ID, SEP_ID, get_finetune_config,
+                                          sentence_pair, snli_like_lengths,
+                                          snli_like_pairs)
 from d2lbert.bench.flops import dense_parameters, step_flops
 from d2lbert.bench.report import evaluate_targets, format_report, markdown_snippet
 
@@ -62,6 +72,170 @@ def test_random_batch_is_valid_and_reproducible():
     assert batch['mlm_weights'].dtype.name == 'float32' and batch['tokens'].dtype.name == 'int32'
 
 
+QUICK_FINETUNE = get_finetune_config('quick')
+
+
+def book_truncation(p_tokens, h_tokens, max_len):
+    """The book's `SNLIBERTDataset._truncate_pair_of_tokens` (NLI chapter), on copies."""
+    p_tokens, h_tokens = list(p_tokens), list(h_tokens)
+    while len(p_tokens) + len(h_tokens) > max_len - 3:
+        if len(p_tokens) > len(h_tokens):
+            p_tokens.pop()
+        else:
+            h_tokens.pop()
+    return p_tokens, h_tokens
+
+
+def test_snli_like_pairs_are_laid_out_and_cut_like_the_book():
+    from d2l import mxnet as d2l
+    pairs = snli_like_pairs(QUICK_FINETUNE, 200, seed=4)
+    assert pairs == snli_like_pairs(QUICK_FINETUNE, 200, seed=4)
+    for pair in pairs:
+        premise = pair.token_ids[1:pair.segments.index(1) - 1]
+        hypothesis = pair.token_ids[pair.segments.index(1):-1]
+        tokens, segments = d2l.get_tokens_and_segments(
+            [str(i) for i in premise], [str(i) for i in hypothesis])
+        names = {CLS_ID: '<cls>', SEP_ID: '<sep>'}
+        assert [names.get(i, str(i)) for i in pair.token_ids] == tokens
+        assert pair.segments == segments and pair.label in (0, 1, 2)
+    long_premise, long_hypothesis = list(range(10, 60)), list(range(100, 140))
+    pair = sentence_pair(long_premise, long_hypothesis, 48, 0)
+    assert pair.valid_len == 48
+    cut = book_truncation(long_premise, long_hypothesis, 48)
+    assert pair.token_ids == [CLS_ID, *cut[0], SEP_ID, *cut[1], SEP_ID]
+
+
+def test_snli_like_lengths_have_snli_means():
+    """SNLI's mean premise and hypothesis lengths (14.1 and 8.3 tokens, Bowman et al.
+    2015), so a pair is ~25 tokens of the book's 128."""
+    config = get_finetune_config('bert.small')
+    pairs = snli_like_pairs(config, 20000, seed=1)
+    premises = onp.array([pair.segments.count(0) - 2 for pair in pairs])
+    hypotheses = onp.array([pair.segments.count(1) - 1 for pair in pairs])
+    assert abs(premises.mean() - 14.1) < 0.3 and abs(hypotheses.mean() - 8.3) < 0.2
+    short = snli_like_lengths(onp.random.default_rng(0), mean=1.0, std=1.0, size=1000)
+    assert short.min() == 1  # never an empty sentence
+    assert 24 < onp.mean([pair.valid_len for pair in pairs]) < 27
+    assert max(pair.valid_len for pair in pairs) < 128
+
+
+def test_each_implementation_pads_the_same_pairs_its_own_way():
+    """The book pads every pair to max_len, transformers each batch to its longest
+    pair, d2lbert as `d2lbert finetune` does; all hold the same pairs."""
+    from d2lbert.bench import finetune_book, finetune_d2lbert, finetune_transformers
+    config = QUICK_FINETUNE
+    pairs = snli_like_pairs(config, 5 * config.batch_size, seed=2)
+    done = {module.__name__: module.host_batches(config, pairs)
+            for module in (finetune_book, finetune_d2lbert, finetune_transformers)}
+    for batches in done.values():
+        rows = [(tuple(b.tokens[i, :n]), tuple(b.segments[i, :n]), int(b.labels[i]))
+                for b in batches for i, n in enumerate(b.valid_lens)]
+        assert sorted(rows) == sorted((tuple(p.token_ids), tuple(p.segments), p.label)
+                                      for p in pairs)
+        for batch in batches:
+            padding = onp.arange(batch.tokens.shape[1]) >= batch.valid_lens[:, None]
+            assert (batch.tokens[padding] == PAD_ID).all()
+            assert (batch.segments[padding] == 0).all()
+    book = done[finetune_book.__name__]
+    assert {batch.tokens.shape for batch in book} == {(config.batch_size, config.max_len)}
+    for batch in done[finetune_transformers.__name__]:
+        assert batch.tokens.shape[1] == batch.valid_lens.max()
+    assert sum(b.tokens.size for b in done[finetune_transformers.__name__]) < sum(
+        b.tokens.size for b in book)
+    for batch in done[finetune_d2lbert.__name__]:
+        assert batch.valid_lens.max() <= batch.tokens.shape[1] <= config.max_len
+
+
+def test_book_arrays_have_the_book_dtypes():
+    """`SNLIBERTDataset` keeps token ids and segments int32, valid lengths and labels
+    as `np.array` makes them from Python ints: MXNet's default float32."""
+    from mxnet import np
+    from d2lbert.bench.finetune_book import book_arrays, host_batches
+    batch = host_batches(QUICK_FINETUNE, snli_like_pairs(QUICK_FINETUNE, 8))[0]
+    features, labels = book_arrays(batch)
+    assert [f.dtype.name for f in features] == ['int32', 'int32', 'float32']
+    assert labels.dtype == np.array([1, 2]).dtype == onp.float32
+    assert (features[2].asnumpy() == batch.valid_lens).all()
+
+
+def test_transformers_batch_is_what_its_collator_makes(tmp_path):
+    """`collated` gives the tensors `DataCollatorWithPadding` makes of the same pairs."""
+    from transformers import BertTokenizer, DataCollatorWithPadding
+    from d2lbert.bench.finetune_transformers import collated, host_batches
+    vocab = tmp_path / 'vocab.txt'
+    vocab.write_text('\n'.join(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'a']) + '\n')
+    collator = DataCollatorWithPadding(BertTokenizer(str(vocab)))
+    pairs = snli_like_pairs(QUICK_FINETUNE, QUICK_FINETUNE.batch_size, seed=3)
+    expected = collator([{'input_ids': p.token_ids, 'token_type_ids': p.segments,
+                          'labels': p.label} for p in pairs])
+    ours = collated(host_batches(QUICK_FINETUNE, pairs)[0])
+    assert sorted(ours) == sorted(expected)
+    for name, tensor in expected.items():
+        assert ours[name].dtype == tensor.dtype and ours[name].equal(tensor), name
+
+
+def trainable_size(params):
+    return sum(int(onp.prod(shape)) for shape in params)
+
+
+def test_the_three_classifiers_have_the_same_size():
+    """Same sizes: d2lbert's and the book's classifiers have exactly the same trainable
+    parameters; transformers' adds its embedding LayerNorm (2 x hidden), which the
+    book's architecture has not. d2lbert's model is on the fast path."""
+    import mxnet as mx
+    from d2lbert import fast
+    from d2lbert.bench.finetune_book import book_classifier
+    from d2lbert.bench.finetune_d2lbert import d2lbert_classifier
+    from d2lbert.bench.finetune_transformers import transformers_classifier
+    config = QUICK_FINETUNE
+    ours, _ = d2lbert_classifier(config, mx.cpu())
+    assert fast.is_fast(ours.encoder)
+    book = book_classifier(config, mx.cpu())
+    book((mx.np.zeros((1, 4), dtype='int32'), mx.np.zeros((1, 4), dtype='int32'),
+          mx.np.array([4.0])))  # the output layer's input size is inferred
+    theirs = transformers_classifier(config)
+    size = trainable_size(p.shape for p in ours.collect_params().values())
+    assert size == trainable_size(p.shape for p in book.collect_params().values())
+    assert size + 2 * config.num_hiddens == trainable_size(
+        p.shape for p in theirs.parameters() if p.requires_grad)
+
+
+def finetune_results(name, d2lbert_rate, book_rate, transformers_rate):
+    run = lambda rate: {'pairs_per_s': rate, 'step_seconds': 64 / rate,  # noqa: E731
+                        'mean_width': 30.0, 'real_share': 0.8, 'peak_rss_mb': 900.0}
+    return {'options': {'threads': 2}, 'notes': [], 'finetune': {name: {
+        'config': {'max_len': 128}, 'pairs': 640, 'mean_pair_tokens': 25.4,
+        'd2lbert': run(d2lbert_rate), 'd2l': run(book_rate),
+        'transformers': run(transformers_rate)}}}
+
+
+def test_finetune_targets_are_d2lbert_over_the_others():
+    values = lambda results: {row['target']: (row['value'], row['passed'])  # noqa: E731
+                              for row in evaluate_targets(results)}
+    measured = values(finetune_results('bert.small', 60.0, 15.0, 50.0))
+    assert measured['fine-tuning (bert.small): pairs/s vs the book'] == (4.0, True)
+    assert measured['fine-tuning (bert.small): pairs/s vs transformers'] == (1.2, False)
+    quick = values(finetune_results('quick', 60.0, 15.0, 50.0))
+    assert quick['fine-tuning (bert.small): pairs/s vs the book'] == (None, None)
+    results = finetune_results('bert.small', 60.0, 15.0, 50.0)
+    results['finetune']['bert.small']['transformers'] = {'error': 'boom'}
+    assert values(results)['fine-tuning (bert.small): pairs/s vs transformers'] == (None, None)
+    assert '| bert.small | transformers | error |' in markdown_snippet(results)
+    assert '| bert.small | d2l | 15.0 | 4267 | 4.00x | 30.0 | 80% | 900 |' in \
+        markdown_snippet(results)
+    report = format_report(results)
+    assert 'Fine-tuning step' in report and 'padded to 128' in report and '4.00x' in report
+
+
+def test_bench_options_select_the_finetuning_line():
+    options = BenchOptions(configs=('finetune',), only=('d2lbert', 'transformers'))
+    assert options.finetune_config == 'bert.small'
+    assert BenchOptions.quick_options().finetune_config == 'quick'
+    for field, value in (('configs', ('finetunes',)), ('only', ('pytorch',))):
+        with pytest.raises(ValueError, match=f'--{field}'):
+            BenchOptions(**{field: value})
+
+
 def write_tiny_wikitext(path, seed=0):
     """A small corpus in WikiText format: articles of paragraphs of ' . '-separated
     sentences over 60 words (so every word passes min_freq=5)."""
@@ -99,11 +273,24 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
         assert 'error' not in run, run
         assert run['tokens_per_s'] > 0 and run['real_tokens'] > 0 and run['build_seconds'] > 0
     assert results['data_pipeline']['speedup'] > 0
+    finetune = results['finetune']['quick']
+    assert finetune['pairs'] == 2 * QUICK_FINETUNE.batch_size  # --quick: 2 timed steps
+    for impl in ('d2lbert', 'd2l', 'transformers'):
+        run = finetune[impl]
+        assert 'error' not in run, run
+        assert run['pairs_per_s'] > 0 and run['steps'] == 2 and run['omp_num_threads'] == '1'
+        assert run['real_tokens_per_s'] == pytest.approx(
+            run['pairs_per_s'] * finetune['mean_pair_tokens'])
+    assert finetune['transformers']['threads'] == 1
+    assert finetune['d2l']['mean_width'] == QUICK_FINETUNE.max_len
+    assert finetune['transformers']['mean_width'] < QUICK_FINETUNE.max_len
     # The targets of the quick sizes are not measured, the real-text ones are.
     measured = {row['target']: row['value'] for row in evaluate_targets(results)}
     assert measured['end to end: real tokens/s vs book'] > 0
     assert measured['book: pairs/s vs d2l'] is None
+    assert measured['fine-tuning (bert.small): pairs/s vs the book'] is None
     assert 'd2lbert bench --quick' in done.stdout and '| quick | gluonnlp |' in done.stdout
+    assert '| quick | transformers |' in done.stdout
     assert 'Targets:' in format_report(results)
     assert markdown_snippet(results).startswith('### Performance')
 

@@ -5,6 +5,10 @@ thread count (absolute times on a shared machine are noisy; ratios much less so)
 
 * training steps (`step_*.py`): d2lbert, the book's `d2l.BERTModel` and GluonNLP's
   `BERTModel`, same sizes (`configs.py`), same random batch, sentence pairs per second;
+* fine-tuning steps on sentence pairs (`finetune_*.py`, the 'finetune' entry of
+  `--configs`): d2lbert's `BERTClassifier`, the book's NLI chapter and `transformers`'
+  `BertForSequenceClassification`, bert.small's size, the same SNLI-like pairs
+  (`finetune_pairs.py`), each padded its own way;
 * model FLOP/s (`flops.py`) as a fraction of the fp32 GEMM rate MXNet reaches here
   (`gemm.py`);
 * end to end on real text (`end_to_end.py`) and the data pipeline alone
@@ -25,10 +29,14 @@ import tempfile
 
 from ..util.options import check_bool, check_choice, check_choices, check_int, check_text
 from .configs import CONFIGS, get_config, random_batch
+from .finetune_pairs import FINETUNE_CONFIGS, benchmark_pairs, get_finetune_config
 from .flops import step_flops
 from .machine import describe_machine
 
-IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
+PRETRAINING_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
+FINETUNE_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'transformers')
+IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp', 'transformers')
+FINETUNE = 'finetune'   # the `--configs` entry of the fine-tuning line
 
 
 @dataclasses.dataclass
@@ -36,7 +44,7 @@ class BenchOptions:
     """What `d2lbert bench` runs (the CLI flags). Constructing it checks every setting:
     a bad one raises a `ValueError` naming its flag (or field, for settings without
     a flag)."""
-    configs: tuple = ('book', 'small')
+    configs: tuple = ('book', 'small', FINETUNE)
     steps: int = 10
     warmup: int = 3
     threads: int = 2
@@ -47,6 +55,7 @@ class BenchOptions:
     e2e_batch_size: int = 512
     e2e_max_len: int = 64
     e2e_config: str = 'book'
+    finetune_config: str = 'bert.small'
     quick: bool = False
 
     def __post_init__(self):
@@ -54,7 +63,7 @@ class BenchOptions:
 
     def validate(self):
         """Raise a `ValueError` naming the first invalid setting."""
-        check_choices('--configs', self.configs, tuple(CONFIGS))
+        check_choices('--configs', self.configs, tuple(CONFIGS) + (FINETUNE,))
         check_int('--steps', self.steps, 1)
         check_int('--threads', self.threads, 1)
         check_device(self.device)
@@ -66,12 +75,15 @@ class BenchOptions:
         check_int('BenchOptions.e2e_batch_size', self.e2e_batch_size, 1)
         check_int('BenchOptions.e2e_max_len', self.e2e_max_len, 5)
         check_choice('BenchOptions.e2e_config', self.e2e_config, tuple(CONFIGS))
+        check_choice('BenchOptions.finetune_config', self.finetune_config,
+                     tuple(FINETUNE_CONFIGS))
 
     @classmethod
     def quick_options(cls, **overrides):
         """Tiny sizes for the test suite: checks the harness, not the speed."""
-        values = dict(configs=('quick',), steps=2, warmup=1, e2e_steps=2,
-                      e2e_batch_size=16, e2e_max_len=32, e2e_config='quick', quick=True)
+        values = dict(configs=('quick', FINETUNE), steps=2, warmup=1, e2e_steps=2,
+                      e2e_batch_size=16, e2e_max_len=32, e2e_config='quick',
+                      finetune_config='quick', quick=True)
         return cls(**{**values, **overrides})
 
 
@@ -100,17 +112,36 @@ def run_worker(task, threads, log=print):
 def bench_steps(options, log=print):
     """Training-step throughput of each implementation on each config."""
     results = {}
-    for name in options.configs:
+    for name in (name for name in options.configs if name != FINETUNE):
         config = get_config(name)
         valid_lens = random_batch(config)['valid_lens']
         results[name] = {'config': config.to_dict(), 'flops': step_flops(config, valid_lens)}
-        for impl in (i for i in IMPLEMENTATIONS if i in options.only):
+        for impl in (i for i in PRETRAINING_IMPLEMENTATIONS if i in options.only):
             log(f'steps: {name} / {impl} ...')
             results[name][impl] = run_worker(
                 {'kind': 'step', 'impl': impl, 'config_name': name,
                  'steps': options.steps, 'warmup': options.warmup,
                  'device': options.device}, options.threads, log)
     return results
+
+
+def bench_finetune(options, log=print):
+    """Fine-tuning-step throughput of each implementation on the same sentence pairs;
+    transformers (PyTorch's CPU build) only on the CPU."""
+    name = options.finetune_config
+    config = get_finetune_config(name)
+    _, timed = benchmark_pairs(config, options.steps, options.warmup)
+    runs = {'config': config.to_dict(), 'pairs': len(timed),
+            'mean_pair_tokens': sum(pair.valid_len for pair in timed) / len(timed)}
+    for impl in (i for i in FINETUNE_IMPLEMENTATIONS if i in options.only):
+        if impl == 'transformers' and options.device != 'cpu':
+            continue
+        log(f'fine-tuning: {name} / {impl} ...')
+        runs[impl] = run_worker(
+            {'kind': 'finetune', 'impl': impl, 'config_name': name,
+             'steps': options.steps, 'warmup': options.warmup,
+             'device': options.device}, options.threads, log)
+    return {name: runs}
 
 
 def bench_end_to_end(options, log=print):
@@ -139,6 +170,15 @@ def run_benchmarks(options, log=print):
     results['gemm'] = run_worker({'kind': 'gemm', 'm': m, 'k': k, 'n': n,
                                   'device': options.device}, options.threads, log)
     results['steps'] = bench_steps(options, log)
+    results['finetune'] = bench_finetune(options, log) if FINETUNE in options.configs else None
+    if options.device != 'cpu' and FINETUNE in options.configs:
+        results['notes'].append("transformers runs on PyTorch's CPU build: not measured "
+                                f'on {options.device}')
+    if not any(name in CONFIGS for name in options.configs):
+        results['notes'].append('no pretraining size in --configs: kernels, end-to-end '
+                                'and data pipeline benchmarks skipped')
+        results['end_to_end'] = results['data_pipeline'] = None
+        return results
     if 'd2lbert' in options.only and options.device == 'cpu' and not options.quick:
         log("d2lbert's kernels ...")
         results['kernels'] = run_worker({'kind': 'kernels'}, options.threads, log)

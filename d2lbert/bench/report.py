@@ -11,6 +11,9 @@ TARGETS = [
     ('small: pairs/s vs d2l', ('ratio', 'small', 'd2l'), 2.0),
     ('small: pairs/s vs GluonNLP', ('ratio', 'small', 'gluonnlp'), 1.7),
     ('small: model FLOP/s / GEMM FLOP/s', ('gemm_fraction', 'small'), 0.65),
+    ('fine-tuning (bert.small): pairs/s vs the book', ('finetune', 'bert.small', 'd2l'), 3.0),
+    ('fine-tuning (bert.small): pairs/s vs transformers',
+     ('finetune', 'bert.small', 'transformers'), 1.5),
     ('end to end: real tokens/s vs book', ('end_to_end',), 4.0),
     ('data pipeline: speed vs d2l', ('data_pipeline',), 10.0),
 ]
@@ -23,6 +26,16 @@ def _ok(result):
 def step_ratio(results, config, impl):
     """d2lbert's pairs/s divided by `impl`'s, on `config` (None if either is missing)."""
     runs = (results.get('steps') or {}).get(config, {})
+    ours, theirs = runs.get('d2lbert'), runs.get(impl)
+    if not (_ok(ours) and _ok(theirs)):
+        return None
+    return ours['pairs_per_s'] / theirs['pairs_per_s']
+
+
+def finetune_ratio(results, config, impl):
+    """d2lbert's fine-tuning pairs/s divided by `impl`'s, on `config` (None if either is
+    missing)."""
+    runs = (results.get('finetune') or {}).get(config, {})
     ours, theirs = runs.get('d2lbert'), runs.get(impl)
     if not (_ok(ours) and _ok(theirs)):
         return None
@@ -58,7 +71,7 @@ def data_pipeline_ratio(results):
 
 def measured(results, where):
     kind, *args = where
-    return {'ratio': step_ratio, 'gemm_fraction': gemm_fraction,
+    return {'ratio': step_ratio, 'gemm_fraction': gemm_fraction, 'finetune': finetune_ratio,
             'end_to_end': end_to_end_ratio, 'data_pipeline': data_pipeline_ratio}[kind](
                 results, *args)
 
@@ -102,6 +115,41 @@ def step_rows(results):
                          f"{run['step_seconds'] * 1000:.0f}", _x(ratio),
                          f'{rate / 1e9:.1f} ({share})', f"{run['peak_rss_mb']:.0f}"])
     return rows
+
+
+FINETUNE_HEADER = ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
+                   'padded width (mean)', 'real tokens', 'peak RSS MB']
+
+
+def finetune_rows(results):
+    """[config, impl, pairs/s, ms/step, ratio, mean padded width, share of real tokens,
+    peak RSS] of every fine-tuning run."""
+    rows = []
+    for name, runs in (results.get('finetune') or {}).items():
+        for impl in ('d2lbert', 'd2l', 'transformers'):
+            run = runs.get(impl)
+            if run is None:
+                continue
+            if not _ok(run):
+                rows.append([name, impl, 'error', '', '', '', '', ''])
+                continue
+            ratio = 1.0 if impl == 'd2lbert' else finetune_ratio(results, name, impl)
+            rows.append([name, impl, f"{run['pairs_per_s']:.1f}",
+                         f"{run['step_seconds'] * 1000:.0f}", _x(ratio),
+                         f"{run['mean_width']:.1f}", f"{run['real_share']:.0%}",
+                         f"{run['peak_rss_mb']:.0f}"])
+    return rows
+
+
+def finetune_title(results):
+    """What the fine-tuning table measures, with the pairs' mean length."""
+    runs = next(iter(results['finetune'].values()))
+    return ("Fine-tuning step (sentence pairs, 3 classes: forward + cross-entropy + "
+            f"backward + update; the same {runs['pairs']} SNLI-like pairs of "
+            f"{runs['mean_pair_tokens']:.1f} tokens on average; d2l: the book's NLI "
+            f"chapter, padded to {runs['config']['max_len']}; transformers: "
+            "BertForSequenceClassification, padded to each batch's longest; d2lbert: "
+            "`d2lbert finetune`'s batches)")
 
 
 def end_to_end_rows(results):
@@ -163,9 +211,13 @@ def format_report(results):
     if _ok(gemm):
         parts.append(f"fp32 GEMM rate (npx.fully_connected {'x'.join(map(str, gemm['shape']))}"
                      f", best of 5): {gemm['flops_per_s'] / 1e9:.1f} GFLOP/s")
-    parts.append('\nTraining step (forward + MLM/NSP losses + backward + Adam):\n' + _table(
-        ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
-         'model GFLOP/s (of GEMM)', 'peak RSS MB'], step_rows(results)))
+    if results.get('steps'):
+        parts.append('\nTraining step (forward + MLM/NSP losses + backward + Adam):\n' + _table(
+            ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
+             'model GFLOP/s (of GEMM)', 'peak RSS MB'], step_rows(results)))
+    if results.get('finetune'):
+        parts.append(f'\n{finetune_title(results)}:\n'
+                     + _table(FINETUNE_HEADER, finetune_rows(results)))
     if kernel_rows(results):
         parts.append("\nd2lbert's kernels:\n" + _table(KERNEL_HEADER, kernel_rows(results)))
     if results.get('end_to_end'):
@@ -204,9 +256,13 @@ def markdown_snippet(results):
     if _ok(gemm):
         lines += [f"fp32 GEMM rate reached by MXNet here: {gemm['flops_per_s'] / 1e9:.1f} "
                   'GFLOP/s.', '']
-    lines += [_markdown_table(['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
-                               'model GFLOP/s (of GEMM)', 'peak RSS MB'],
-                              step_rows(results)), '']
+    if results.get('steps'):
+        lines += [_markdown_table(['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
+                                   'model GFLOP/s (of GEMM)', 'peak RSS MB'],
+                                  step_rows(results)), '']
+    if results.get('finetune'):
+        lines += [f'{finetune_title(results)}:', '',
+                  _markdown_table(FINETUNE_HEADER, finetune_rows(results)), '']
     if kernel_rows(results):
         lines += [_markdown_table(KERNEL_HEADER, kernel_rows(results)), '']
     if results.get('end_to_end'):

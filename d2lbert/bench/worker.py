@@ -41,6 +41,44 @@ def run_step_task(impl, config_name, steps, warmup, device='cpu', seed=0):
             'pairs_per_s': pairs / seconds, 'real_tokens_per_s': real_tokens / seconds}
 
 
+FINETUNE_MODULES = {'d2lbert': 'finetune_d2lbert', 'd2l': 'finetune_book',
+                    'transformers': 'finetune_transformers'}
+
+
+def run_finetune_task(impl, config_name, steps, warmup, device='cpu', seed=0):
+    """Time sentence-pair fine-tuning steps of implementation `impl` on the timed pairs
+    of `benchmark_pairs`, batched and padded its own way (its `host_batches`)."""
+    import importlib
+    from .finetune_pairs import benchmark_pairs, get_finetune_config
+    config = get_finetune_config(config_name)
+    module = importlib.import_module(f'.{FINETUNE_MODULES[impl]}', __package__)
+    warmup_pairs, timed_pairs = benchmark_pairs(config, steps, warmup, seed)
+    warmup_batches = module.host_batches(config, warmup_pairs)
+    timed_batches = module.host_batches(config, timed_pairs)
+    result = {'impl': impl, 'config': config_name, 'steps': len(timed_batches),
+              'warmup': len(warmup_batches)}
+    if impl == 'transformers':
+        import torch
+        import transformers
+        step = module.build_step(config, warmup_batches + timed_batches)
+        waitall = lambda: None  # noqa: E731  (PyTorch on the CPU is synchronous)
+        result.update(threads=torch.get_num_threads(), torch=torch.__version__,
+                      transformers=transformers.__version__,
+                      attention=module.attention_implementation())
+    else:
+        import mxnet as mx
+        step = module.build_step(config, warmup_batches + timed_batches, context(device))
+        waitall = mx.nd.waitall
+    seconds = time_steps(step, len(timed_batches), len(warmup_batches), waitall)
+    real_tokens = sum(pair.valid_len for pair in timed_pairs)
+    padded_tokens = sum(batch.tokens.size for batch in timed_batches)
+    return dict(result, seconds=seconds, step_seconds=seconds / len(timed_batches),
+                pairs_per_s=len(timed_pairs) / seconds,
+                real_tokens_per_s=real_tokens / seconds,
+                mean_width=padded_tokens / len(timed_pairs),
+                real_share=real_tokens / padded_tokens)
+
+
 def run_gemm_task(m, k, n, device='cpu'):
     from .gemm import gemm_rate
     return gemm_rate(m, k, n, ctx=context(device))
@@ -65,8 +103,9 @@ def run_kernels_task():
     return kernel_rates()
 
 
-TASKS = {'step': run_step_task, 'gemm': run_gemm_task, 'end_to_end': run_end_to_end_task,
-         'data': run_data_task, 'kernels': run_kernels_task}
+TASKS = {'step': run_step_task, 'finetune': run_finetune_task, 'gemm': run_gemm_task,
+         'end_to_end': run_end_to_end_task, 'data': run_data_task,
+         'kernels': run_kernels_task}
 
 
 def main(task_json, output_file):

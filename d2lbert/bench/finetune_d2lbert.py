@@ -1,0 +1,63 @@
+"""One fine-tuning step of d2lbert on sentence pairs, as `d2lbert finetune` runs it.
+
+The model is `BERTClassifier(bert, 3, dropout)` on a `BERTModel` of the benchmark's
+size, switched to the fast path (`d2lbert.fast.accelerate`), hybridized with static
+memory (shapes change from batch to batch), gradients added (grad_req 'add'), a
+BERTAdam trainer. The batches are the fine-tuning loop's (`training_batches`, which
+sorts lengths into buckets and pads each batch to about its longest pair).
+`finetune_step` is the body of the loop for one batch, without the learning-rate
+schedule and the logging: keep both in line with `d2lbert.train.finetune`.
+"""
+CLIP = 1.0   # `d2lbert finetune --clip`'s default
+
+
+def d2lbert_classifier(config, ctx, lr=1e-4):
+    """An initialized `BERTClassifier` of `config`'s size ready to train, and its
+    trainer, set up as `d2lbert finetune` does."""
+    from mxnet import init
+    from ..fast import accelerate
+    from ..model import BERTClassifier, BERTConfig, BERTModel
+    from ..train.optimizer import make_trainer
+    bert = BERTModel.from_config(BERTConfig.d2l(
+        config.vocab_size, 'book', num_hiddens=config.num_hiddens,
+        ffn_num_hiddens=config.ffn_num_hiddens, num_heads=config.num_heads,
+        num_layers=config.num_layers, dropout=config.dropout,
+        max_len=config.num_positions))
+    bert.initialize(init.Normal(0.02), ctx=ctx)
+    net = BERTClassifier(bert, 3, config.dropout)
+    net.output.initialize(init.Normal(0.02), ctx=ctx)
+    accelerate(net)
+    net.hybridize(static_alloc=True)
+    net.collect_params().setattr('grad_req', 'add')
+    return net, make_trainer(net, 'bertadam', lr)
+
+
+def host_batches(config, pairs, seed=0):
+    """The fine-tuning loop's batches of `pairs` (one epoch)."""
+    from ..data.tasks import training_batches
+    from .finetune_pairs import PAD_ID
+    return list(training_batches(pairs, config.batch_size, 0, seed, config.max_len,
+                                 PAD_ID))
+
+
+def finetune_step(net, trainer, batch, ctxs, step, clip=CLIP, seed=0):
+    """Dropout seeded for the step, forward + loss + backward, clipping + update +
+    zeroing, on one host `TaskBatch` with labels."""
+    from ..train.step import optimizer_step, seed_step
+    from ..train.task_step import task_forward_backward
+    seed_step(seed, step)
+    task_forward_backward(net, batch, ctxs)
+    optimizer_step(net, trainer, clip)
+
+
+def build_step(config, batches, ctx):
+    """A zero-argument function running one step on the next of `batches` (host
+    `TaskBatch`es, taken in turn)."""
+    import itertools
+    net, trainer = d2lbert_classifier(config, ctx)
+    turns = zip(itertools.count(1), itertools.cycle(batches))
+
+    def step():
+        number, batch = next(turns)
+        finetune_step(net, trainer, batch, [ctx], number)
+    return step
