@@ -22,7 +22,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHAPTER_DIR = os.path.join(ROOT, 'chapter_bert')
-CHAPTERS = ['bert.md', 'bert-dataset.md', 'bert-pretraining.md', 'bert-fast.md']
+CHAPTERS = ['bert.md', 'bert-dataset.md', 'bert-pretraining.md', 'bert-fine-tuning.md',
+            'bert-fast.md']
 CELL = re.compile(r'^```\{\.python \.input\}\n(.*?)^```$', re.S | re.M)
 # The command the README documents (run from the repository root).
 NOTEBOOK_COMMAND = (
