@@ -204,11 +204,13 @@ class PretrainingBatches:
     def __len__(self):
         return self._num_batches
 
-    def batches(self, epoch=0, start=0):
-        """Yield the batches of ``epoch`` from batch ``start`` on (host NumPy)."""
+    def batches(self, epoch=0, start=0, every=1):
+        """Yield the batches of ``epoch`` from batch ``start`` on (host NumPy);
+        ``every=k`` yields only batches ``start, start + k, ...`` (one worker's
+        share, see ``train/distributed.py``) without building the others."""
         plan = self.plan(epoch)
         mask_prob = self.examples.options.mask_prob
-        for index in range(start, len(plan)):
+        for index in range(start, len(plan), every):
             indices = plan[index]
             seq_len = int(self.bucket_lengths[self._bucket_of[indices].max()])
             masking_rng = np.random.default_rng([self.seed, 2, epoch, index])

@@ -17,7 +17,8 @@ from ..model.config import SIZES
 from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
                             flag)
 from . import checkpoint as ckpt
-from .devices import usable_gpu_ids
+from .devices import parse_gpu_ids, training_contexts
+from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
 from .evaluate import evaluate
 from .loss_scale import DynamicLossScale
 from .metrics import IntervalMeans, MetricsLog
@@ -33,9 +34,10 @@ class TrainingDiverged(PretrainError):
     """The loss became NaN or infinite."""
 
 
-# MXNet's kvstores for the gradient all-reduce that fit this trainer (horovod would
-# need its own trainer: not supported yet).
-KVSTORES = ('device', 'local', 'dist_sync', 'dist_device_sync', 'dist_async')
+# MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
+# a job of several processes (see distributed.py). dist_async can't be one: its servers
+# update the weights as each worker's gradient arrives, with no clipping of the sum.
+KVSTORES = ('device', 'local', *DIST_KVSTORES, HOROVOD)
 MAX_SEED = 2 ** 32 - 1
 MIN_MAX_LEN = 5  # <cls> a <sep> b <sep>, one token per sentence
 
@@ -106,14 +108,6 @@ class PretrainOptions:
         check_bool('progress', self.progress)
 
 
-def parse_gpu_ids(gpus):
-    """'0,1' -> [0, 1]; anything else than comma-separated GPU ids is a ValueError."""
-    ids = [part.strip() for part in gpus.split(',')]
-    if not all(part.isdigit() for part in ids):
-        raise ValueError(f'--gpus must be comma-separated GPU ids like 0,1, got {gpus!r}')
-    return [int(part) for part in ids]
-
-
 def due(step, every):
     """Whether a task done every `every` steps (0: never) is due at `step`."""
     return every > 0 and step % every == 0
@@ -131,22 +125,8 @@ def check_sources(options):
 
 
 def resolve_contexts(options):
-    """The devices to train on: --cpu, --gpus ids, or every usable GPU else the CPU."""
-    if options.cpu or options.gpus is None:
-        ctxs = [mx.cpu()] if options.cpu else ([mx.gpu(i) for i in usable_gpu_ids()]
-                                               or [mx.cpu()])
-    else:
-        wanted = parse_gpu_ids(options.gpus)
-        usable = usable_gpu_ids()
-        missing = [i for i in wanted if i not in usable]
-        if missing:
-            raise PretrainError(f'--gpus {options.gpus}: GPU id(s) {missing} not '
-                                f'usable here (usable GPUs: {usable or "none"}); use --cpu')
-        ctxs = [mx.gpu(i) for i in wanted]
-    if options.amp and ctxs[0].device_type != 'gpu':
-        raise PretrainError('--amp (float16 mixed precision) needs a GPU; '
-                            'on the CPU train in float32 (drop --amp)')
-    return ctxs
+    """The devices to train on (see `devices.training_contexts`)."""
+    return training_contexts(options.cpu, options.gpus, options.amp)
 
 
 def prepare_out_dir(options):
@@ -167,6 +147,18 @@ def prepare_out_dir(options):
     except OSError as error:
         raise PretrainError(f'--out {out} is not writable: {error.strerror}') from None
     return out
+
+
+def output_folder(options, worker):
+    """The run's folder: the first worker prepares it and alone writes there; the
+    others only read the checkpoint they resume from."""
+    if worker.is_first:
+        return prepare_out_dir(options)
+    if options.resume and not (options.out and ckpt.list_checkpoints(options.out)):
+        raise PretrainError(f'--resume: worker {worker.rank} finds no complete checkpoint '
+                            f'in --out {options.out} (every machine must see it: a shared '
+                            'folder, or a copy at the same path)')
+    return options.out
 
 
 def build_config(options, vocab):
@@ -199,31 +191,13 @@ def check_resume_matches(checkpoint, config, vocab):
     return state
 
 
-class BatchStream:
-    """Endless batches over epochs from a resumable position (epoch, index)."""
-
-    def __init__(self, data_iter, epoch=0, index=0):
-        self.data_iter, self.epoch, self.index = data_iter, epoch, index
-        self._batches = data_iter.batches(epoch, index)
-
-    def next(self):
-        for batch in self._batches:
-            self.index += 1
-            return batch
-        self.epoch, self.index = self.epoch + 1, 0
-        self._batches = self.data_iter.batches(self.epoch)
-        return self.next()
-
-    def position(self):
-        return {'epoch': self.epoch, 'index': self.index}
-
-
 def pretrain(options):
     """Run pretraining; returns a summary dict (output folder, final metrics)."""
     options.validate()
     check_sources(options)
     ctxs = resolve_contexts(options)
-    out = prepare_out_dir(options)
+    worker = join_job(options.kvstore)
+    out = output_folder(options, worker)
     train_iter, vocab = load_data_wiki(
         options.batch_size, options.max_len, options.data, 'train', seed=options.seed,
         num_workers=options.num_workers, min_freq=options.min_freq, last_batch='discard')
@@ -237,13 +211,13 @@ def pretrain(options):
     net = BERTModel.from_config(config)
     mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
-    if not options.plain:
+    if not options.plain and worker.kernels:
         fast.accelerate(net)
     net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
     trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
-                           options.kvstore)
+                           worker.kvstore)
     loss_scale = DynamicLossScale() if options.amp else None
-    log = MetricsLog(out)
+    log = MetricsLog(out) if worker.is_first else None
     state = {'epoch': 0, 'index': 0, 'step': 0}
     if options.resume:
         checkpoint = ckpt.find_checkpoint(out)
@@ -253,26 +227,29 @@ def pretrain(options):
                                 f'{state.get("seed")} of {checkpoint}')
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
         trainer.load_states(os.path.join(checkpoint, 'trainer.states'))
-        log.truncate(state['step'])
-    else:
+        if worker.is_first:
+            log.truncate(state['step'])
+    elif worker.is_first:
         config.to_json_file(os.path.join(out, 'config.json'))
         vocab.save(os.path.join(out, 'vocab.json'))
+    worker.share_parameters(trainer)
     net.hybridize(static_alloc=True, static_shape=True)
-    stream = BatchStream(train_iter, state['epoch'], state['index'])
+    stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,
+                         worker.num_workers)
     return _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log,
-                       config, vocab, state['step'], out)
+                       config, vocab, state['step'], out, worker)
 
 
 def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log, config,
-                vocab, start_step, out):
+                vocab, start_step, out, worker):
     from tqdm import tqdm
     progress = tqdm(total=options.steps, initial=start_step, unit='step',
-                    disable=not options.progress, dynamic_ncols=True)
+                    disable=not (options.progress and worker.is_first), dynamic_ncols=True)
     losses = IntervalMeans(('mlm_loss', 'nsp_loss'))
     pairs, tic, last_eval = 0, time.time(), None
     for step in range(start_step + 1, options.steps + 1):
-        batches = [stream.next() for _ in range(options.accumulate)]
-        seed_step(options.seed, step)
+        batches = stream.next_step(options.accumulate)
+        seed_step(options.seed, step, worker.rank)
         trainer.set_learning_rate(learning_rate(step, options.lr, options.warmup,
                                                 options.steps))
         last = step == options.steps
@@ -280,24 +257,29 @@ def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log
         save_now = last or due(step, options.save_every)
         log_now = evaluate_now or save_now or due(step, options.log_every)
         metrics = forward_backward(net, batches, ctxs, with_accuracy=log_now,
-                                   loss_scale=loss_scale.scale if loss_scale else 1.0)
+                                   loss_scale=loss_scale.scale if loss_scale else 1.0,
+                                   step_totals=worker.step_totals(batches))
         losses.add(metrics[:2])
         optimizer_step(net, trainer, options.clip, loss_scale)
         pairs += sum(len(b.nsp_labels) for b in batches)
         progress.update(1)
         if not log_now:
             continue
-        record = {'step': step, 'split': 'train', 'lr': trainer.learning_rate,
-                  **losses.pop_means(), 'mlm_accuracy': float(metrics[2]),
-                  'nsp_accuracy': float(metrics[3])}
+        record = worker.add_up(  # each worker holds its part of the job's means
+            {'step': step, 'split': 'train', 'lr': trainer.learning_rate,
+             **losses.pop_means(), 'mlm_accuracy': float(metrics[2]),
+             'nsp_accuracy': float(metrics[3]), 'pairs': pairs},
+            ('mlm_loss', 'nsp_loss', 'mlm_accuracy', 'nsp_accuracy', 'pairs'))
         if not all(math.isfinite(record[k]) for k in ('mlm_loss', 'nsp_loss')):
             progress.close()
             raise TrainingDiverged(
                 f'loss became {record["mlm_loss"]}/{record["nsp_loss"]} (MLM/NSP) by step '
                 f'{step}: stopped. The last good checkpoint is kept in {out}; try a lower '
                 '--lr or --clip')
-        record['pairs_per_second'] = pairs / (time.time() - tic)
+        record['pairs_per_second'] = record.pop('pairs') / (time.time() - tic)
         pairs, tic = 0, time.time()
+        if not worker.is_first:
+            continue
         log.write(record)
         progress.set_postfix(mlm=f'{record["mlm_loss"]:.3f}', nsp=f'{record["nsp_loss"]:.3f}',
                              mlm_acc=f'{record["mlm_accuracy"]:.3f}',
@@ -313,8 +295,9 @@ def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log
                                  {**stream.position(), 'seed': options.seed}, options.keep)
             tic = time.time()
     progress.close()
-    log.plot()
-    return {'out': out, 'steps': options.steps, 'eval': last_eval}
+    if worker.is_first:
+        log.plot()
+    return {'out': out, 'steps': options.steps, 'eval': last_eval, 'rank': worker.rank}
 
 
 def _check_parameters_finite(net, step, out):

@@ -4,7 +4,9 @@ The gradient of a step must not depend on how many devices share the batch (the
 book's loop sums per-device mean losses, so its update grows with the device
 count). Each device's loss is weighted by its share of the batch's prediction
 slots (MLM) and sentence pairs (NSP); the Trainer then sums the gradients across
-devices, which gives exactly the gradient of the whole batch's mean loss.
+devices, which gives exactly the gradient of the whole batch's mean loss. (In a job of
+several processes the shares are of the whole job's step, and the kvstore also sums
+over the processes: see `distributed.py`.)
 """
 import mxnet as mx
 import numpy as onp
@@ -15,28 +17,35 @@ from ..util.checks import skip_value_checks
 
 
 def split_batch(batch, num_parts):
-    """Split a host batch (a `PretrainingBatch` of NumPy arrays, batch first) into
-    num_parts shards of the same type."""
+    """Split a host batch (a `PretrainingBatch` or `TaskBatch`: a named tuple of NumPy
+    arrays, batch first, or None) into num_parts shards of the same type."""
     batch_size = len(batch[0])
     if batch_size < num_parts:
         raise ValueError(f'batch of {batch_size} examples cannot be split over '
                          f'{num_parts} devices')
     bounds = onp.linspace(0, batch_size, num_parts + 1).astype(int)
-    return [type(batch)(*(array[lo:hi] for array in batch))
+    return [type(batch)(*(None if array is None else array[lo:hi] for array in batch))
             for lo, hi in zip(bounds, bounds[1:])]
 
 
-def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0):
+def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0,
+                     step_totals=None):
     """Add to the parameters' gradients (grad_req='add') the gradient of the mean pretraining
     loss over `batches` (host batches that together form one optimizer step), times
     loss_scale (mixed precision: `loss_scale.DynamicLossScale`).
+
+    step_totals: (prediction slots, sentence pairs) of the whole step when `batches` are only
+    this worker's part of it (`distributed.Worker.step_totals`); the gradient and the
+    returned values are then this worker's part of the sums over the step.
 
     returns: device arrays on ctxs[0]: (mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy),
     each the average over all real prediction slots or sentence pairs of the step;
     with_accuracy=False (faster: no argmax over the logits) returns the two losses.
     """
-    total_slots = max(sum(float(batch.mlm_weights.sum()) for batch in batches), 1.0)
-    total_pairs = sum(len(batch.nsp_labels) for batch in batches)
+    if step_totals is None:
+        step_totals = (sum(float(batch.mlm_weights.sum()) for batch in batches),
+                       sum(len(batch.nsp_labels) for batch in batches))
+    total_slots, total_pairs = max(step_totals[0], 1.0), step_totals[1]
     totals = [np.zeros((), ctx=ctxs[0]) for _ in range(4 if with_accuracy else 2)]
     for batch in batches:
         for shard, ctx in zip(split_batch(batch, len(ctxs)), ctxs):
@@ -90,10 +99,11 @@ def optimizer_step(net, trainer, clip=None, loss_scale=None):
     return not skip
 
 
-def seed_step(seed, step):
+def seed_step(seed, step, worker=0):
     """Re-seed MXNet's RNG (dropout) from (seed, step), so a resumed run draws the same
-    dropout masks as an uninterrupted one."""
-    mx.random.seed((seed * 1_000_003 + step) % (2 ** 31))
+    dropout masks as an uninterrupted one; the workers of a job (worker: the rank, see
+    `distributed.py`) each draw their own."""
+    mx.random.seed((seed * 1_000_003 + step + worker * 1_000_000_007) % (2 ** 31))
 
 
 def clip_global_norm(grads, max_norm):

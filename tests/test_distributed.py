@@ -1,0 +1,450 @@
+"""Pretraining as a job of several processes on MXNet's parameter server, all on
+127.0.0.1: the workers' shards, `d2lbert launch` (start, supervise, stop), and real
+2-worker jobs checked against one process trained on the combined batches.
+
+Every subprocess has a timeout; every process a test starts carries the test's
+temporary folder in its command line, so the test can check that none is left behind
+(and kill any that is, so that a failing test leaves nothing running).
+
+Run as a script (`python tests/test_distributed.py pretrain ...`), this file is a
+`d2lbert` that saves the worker's final parameters as OUT/worker-RANK.params and, when
+DIE_AT_STEP is set, makes the worker of rank 1 SIGKILL itself at that step.
+"""
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as onp
+import pytest
+
+from d2lbert.cli import main
+from d2lbert.data import load_data_wiki
+from d2lbert.launch import HostsFileError, launch, parse_hosts
+from d2lbert.train.distributed import DistributedError, ShardStream
+from d2lbert.train.pretrain import PretrainOptions, pretrain
+
+THIS_FILE = os.path.abspath(__file__)
+BOUND = 60  # seconds: a failed job must be over within this
+JOB_TIMEOUT = 240  # seconds: no subprocess of these tests may run longer
+TINY_CONFIG = {'vocab_size': 100, 'num_hiddens': 32, 'ffn_num_hiddens': 64, 'num_heads': 2,
+               'num_layers': 1, 'dropout': 0.0, 'max_len': 32}
+STEPS = 10
+TRAINING = ['--data', 'bundled', '--batch-size', '8', '--max-len', '32', '--steps',
+            str(STEPS), '--warmup', '2', '--lr', '1e-3', '--log-every', '1',
+            '--eval-every', '0', '--save-every', '5', '--no-progress', '--seed', '3']
+
+
+# ---------------------------------------------------------------- helpers
+
+def processes_with(marker):
+    """pids of the processes (but this one) whose command line contains marker."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                cmdline = f.read().decode(errors='replace')
+        except OSError:
+            continue
+        if marker in cmdline and int(pid) != os.getpid():
+            found.append(int(pid))
+    return found
+
+
+def kill_processes_with(marker):
+    """SIGKILL what a test started and left behind (found by its unique folder)."""
+    for pid in processes_with(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def assert_nothing_left(marker, within=5):
+    deadline = time.monotonic() + within
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with(marker) == [], 'processes were left behind'
+
+
+def job_env(**extra):
+    return {**os.environ, 'OMP_NUM_THREADS': '1', **extra}
+
+
+def launch_here(marker, command, timeout=JOB_TIMEOUT, **options):
+    """`d2lbert.launch.launch(command, **options)` run in this process (as
+    `d2lbert launch` would, without importing MXNet once more), stopped after timeout
+    seconds; returns (exit code, what it wrote to stderr, seconds). Checks that it left
+    no process behind."""
+    def time_out(signum, frame):
+        raise TimeoutError(f'the job ran for more than {timeout} s')
+
+    stderr, tic = io.StringIO(), time.monotonic()
+    previous = signal.signal(signal.SIGALRM, time_out)
+    signal.alarm(timeout)
+    try:
+        with contextlib.redirect_stderr(stderr):
+            code = launch(command, **options)  # a TimeoutError stops its processes
+        seconds = time.monotonic() - tic
+        assert_nothing_left(marker)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        kill_processes_with(marker)
+    return code, stderr.getvalue(), seconds
+
+
+def sleeper(folder, exit_code=0):
+    """A job command that doesn't need MXNet: the first worker to start writes its pid to
+    FOLDER/failed and exits with exit_code after a second (if not 0); the rest sleep."""
+    code = f'''
+import os, sys, time
+folder = sys.argv[1]
+if os.environ['DMLC_ROLE'] == 'worker' and {exit_code}:
+    try:
+        fd = os.open(os.path.join(folder, 'failed'), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        time.sleep(1)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        sys.exit({exit_code})
+    except FileExistsError:
+        pass
+time.sleep(200)
+'''
+    return [sys.executable, '-c', code, str(folder)]
+
+
+def train_records(out):
+    with open(os.path.join(out, 'metrics.jsonl')) as f:
+        records = [json.loads(line) for line in f]
+    return [record for record in records if record['split'] == 'train']
+
+
+def load_params(path):
+    from mxnet import npx
+    return {name: value.asnumpy() for name, value in npx.load(path).items()}
+
+
+# ---------------------------------------------------------------- shards
+
+@pytest.mark.parametrize('num_workers, accumulate', [(2, 1), (3, 1), (2, 2)])
+def test_workers_read_the_batches_of_one_process(num_workers, accumulate):
+    """Step by step, worker r reads batches r, r + W, ... of the batches one process
+    reads with W times the accumulation; so every batch of an epoch is read exactly once.
+    98 batches per epoch: the steps straddle the epoch ends."""
+    data_iter, _ = load_data_wiki(64, 32, 'bundled', 'train', last_batch='discard')
+    one = ShardStream(data_iter, epoch=0, index=5)
+    workers = [ShardStream(data_iter, 0, 5, rank, num_workers) for rank in range(num_workers)]
+    per_step = accumulate * num_workers
+    epoch_0 = [batch.tokens for batch in data_iter.batches(0)]
+    read = {}  # position in the stream: the tokens a worker read there
+    for step in range(2 * len(data_iter) // per_step + 1):
+        expected = one.next_step(per_step)
+        for rank, worker in enumerate(workers):
+            for i, batch in enumerate(worker.next_step(accumulate)):
+                onp.testing.assert_array_equal(batch.tokens, expected[rank + i * num_workers]
+                                               .tokens)
+                read[5 + step * per_step + rank + i * num_workers] = batch.tokens
+            assert worker.position() == one.position()
+    for index in range(5, len(epoch_0)):
+        onp.testing.assert_array_equal(read[index], epoch_0[index])
+    assert one.position()['epoch'] == 2
+
+
+def test_workers_draw_their_own_dropout_masks():
+    """seed_step gives each worker its own masks; the first worker keeps those of a single
+    process (whose resumed runs must stay identical)."""
+    import mxnet as mx
+    from d2lbert.train.step import seed_step
+
+    def draw(*args):
+        seed_step(*args)
+        return mx.nd.random.uniform(shape=(8,)).asnumpy()
+
+    onp.testing.assert_array_equal(draw(3, 7, 0), draw(3, 7))
+    onp.testing.assert_array_equal(draw(3, 7, 1), draw(3, 7, 1))
+    assert not onp.array_equal(draw(3, 7, 0), draw(3, 7, 1))
+
+
+# ---------------------------------------------------------------- checks
+
+def test_hosts_file_format():
+    text = '# machines\n10.0.0.1\n\nnode-b:2222 slots=4\nnode-c  # the third\n'
+    assert [tuple(h) for h in parse_hosts(text)] == [('10.0.0.1', 22), ('node-b', 2222),
+                                                      ('node-c', 22)]
+    for bad in ('', '# nothing\n', 'node-a:port\n', 'node-a:0\n', 'node a\n'):
+        with pytest.raises(HostsFileError, match='hosts file'):
+            parse_hosts(bad)
+
+
+@pytest.mark.parametrize('args, message', [
+    (['-n', '0', '--', 'true'], '-n/--num-workers must be an integer >= 1, got 0'),
+    (['-n', '2', '-s', '0', '--', 'true'], '-s/--num-servers must be an integer >= 1'),
+    (['-n', '2', '--port', '70000', '--', 'true'], '--port must be an integer in'),
+    (['-n', '2', '--hosts', 'missing-hosts.txt', '--', 'true'],
+     '--hosts missing-hosts.txt: cannot read it'),
+    (['-n', '2', '--host-ip', '10.0.0.1', '--', 'true'], '--host-ip is for a job on'),
+    (['-n', '2'], 'no command to launch'),
+    (['-n', '2', '--'], 'no command to launch')])
+def test_launch_refuses_bad_arguments(args, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(['launch', *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith('d2lbert launch: error: ') and message in err, err
+    assert '\n' not in err and os.listdir(tmp_path) == []
+
+
+def test_pretrain_refuses_dist_sync_outside_a_job(tmp_path, monkeypatch):
+    """Without the DMLC_* variables MXNet would abort; with DMLC_ROLE=worker and a local
+    kvstore each worker would train alone: both are one clear error, nothing written."""
+    for name in ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT', 'DMLC_NUM_SERVER',
+                 'DMLC_NUM_WORKER'):
+        monkeypatch.delenv(name, raising=False)
+    out = str(tmp_path / 'run')
+    with pytest.raises(DistributedError, match='DMLC_ROLE, DMLC_PS_ROOT_URI.*d2lbert launch'):
+        pretrain(PretrainOptions(kvstore='dist_sync', out=out))
+    monkeypatch.setenv('DMLC_ROLE', 'worker')
+    with pytest.raises(DistributedError, match='--kvstore is device: pass --kvstore dist_sync'):
+        pretrain(PretrainOptions(out=out))
+    assert os.listdir(tmp_path) == []
+
+
+def test_horovod_outside_horovodrun_is_refused(tmp_path, monkeypatch):
+    """MXNet's kvstore='horovod' is a local kvstore: a process not started by horovodrun
+    would train alone. d2lbert refuses, before writing anything."""
+    for name in ('HOROVOD_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMI_SIZE'):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(DistributedError, match='--kvstore horovod runs in a job started by '
+                                               'horovodrun'):
+        pretrain(PretrainOptions(kvstore='horovod', out=str(tmp_path / 'run')))
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------- supervision
+
+def test_a_failing_worker_stops_the_job(tmp_path):
+    """One worker exits with code 3: the launcher stops the scheduler, the server and
+    the other workers at once, names the worker and exits with its code."""
+    code, err, seconds = launch_here(str(tmp_path), sleeper(tmp_path, exit_code=3),
+                                     num_workers=3)
+    pid = (tmp_path / 'failed').read_text()
+    assert code == 3, err
+    assert re.search(rf'worker \d \(pid {pid} on 127.0.0.1\) exited with code 3; '
+                     'stopping the job', err), err
+    assert err.count('started') == 5 and seconds < BOUND
+
+
+def test_sigterm_to_the_launcher_stops_every_process(tmp_path):
+    launcher = subprocess.Popen(
+        [sys.executable, '-m', 'd2lbert', 'launch', '-n', '2', '--', *sleeper(tmp_path)],
+        stderr=subprocess.PIPE, text=True, env=job_env())
+    try:
+        lines = [launcher.stderr.readline() for _ in range(4)]
+        assert all('started' in line for line in lines), lines
+        assert len(processes_with(str(tmp_path))) >= 4
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(BOUND) == 128 + signal.SIGTERM
+        assert 'got SIGTERM; stopping the job' in launcher.stderr.read()
+        assert_nothing_left(str(tmp_path))
+    finally:
+        launcher.kill()
+        kill_processes_with(str(tmp_path))
+
+
+FAKE_SSH = '''#!/bin/bash
+# ssh for the tests: logs its arguments, runs the remote command here.
+echo "$@" >> "$FAKE_SSH_LOG"
+while [ $# -gt 1 ]; do case "$1" in -o|-p) shift 2;; -*) shift;; *) break;; esac; done
+if [ "$1" = unreachable.invalid ]; then echo "ssh: Could not resolve hostname" >&2; exit 255; fi
+exec bash -c "$2"
+'''
+
+
+@pytest.fixture
+def fake_ssh(tmp_path, monkeypatch):
+    """`ssh` on the PATH is FAKE_SSH."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'ssh').write_text(FAKE_SSH)
+    (bin_dir / 'ssh').chmod(0o755)
+    monkeypatch.setenv('PATH', f'{bin_dir}:{os.environ["PATH"]}')
+    monkeypatch.setenv('FAKE_SSH_LOG', str(tmp_path / 'ssh.log'))
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')
+
+
+def test_hosts_run_servers_and_workers_by_ssh(tmp_path, fake_ssh):
+    """The scheduler runs here; server i and worker i on host i (round robin), started by
+    ssh in this folder with the job's variables and DMLC_NODE_HOST their host."""
+    (tmp_path / 'hosts.txt').write_text('127.0.0.1\nlocalhost:2222\n')
+    report = ('import json, os, sys; open(os.path.join(sys.argv[1], str(os.getpid())), "w")'
+              '.write(json.dumps({k: os.environ.get(k) for k in ("DMLC_ROLE", '
+              '"DMLC_NODE_HOST", "DMLC_PS_ROOT_URI", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER", '
+              '"OMP_NUM_THREADS")} | {"cwd": os.getcwd()}))')
+    code, err, _ = launch_here(str(tmp_path), [sys.executable, '-c', report, str(tmp_path)],
+                               num_workers=3, num_servers=2,
+                               hosts_file=str(tmp_path / 'hosts.txt'), host_ip='127.0.0.1')
+    assert code == 0, err
+    seen = [json.loads((tmp_path / name).read_text()) for name in os.listdir(tmp_path)
+            if name.isdigit()]
+    placed = sorted((s['DMLC_ROLE'], s['DMLC_NODE_HOST']) for s in seen)
+    assert placed == [('scheduler', '127.0.0.1'), ('server', '127.0.0.1'),
+                      ('server', 'localhost'), ('worker', '127.0.0.1'),
+                      ('worker', '127.0.0.1'), ('worker', 'localhost')]
+    assert all(s['DMLC_PS_ROOT_URI'] == '127.0.0.1' and s['DMLC_NUM_WORKER'] == '3'
+               and s['DMLC_NUM_SERVER'] == '2' and s['OMP_NUM_THREADS'] == '1'
+               and s['cwd'] == os.getcwd() for s in seen)
+    ssh_calls = (tmp_path / 'ssh.log').read_text().splitlines()
+    assert len(ssh_calls) == 5 and sum('-p 2222 localhost' in c for c in ssh_calls) == 2
+    assert all('BatchMode=yes' in call and 'ConnectTimeout=10' in call for call in ssh_calls)
+
+
+def test_an_unreachable_host_stops_the_job(tmp_path, fake_ssh):
+    (tmp_path / 'hosts.txt').write_text('127.0.0.1\nunreachable.invalid\n')
+    code, err, seconds = launch_here(str(tmp_path), sleeper(tmp_path), num_workers=2,
+                                     hosts_file=str(tmp_path / 'hosts.txt'),
+                                     host_ip='127.0.0.1')
+    assert code == 255 and seconds < BOUND, err
+    assert re.search(r'(server|worker) 1 \(pid \d+ on unreachable.invalid\) exited with code '
+                     r'255 \(ssh: host unreachable or refused\?\); stopping the job', err), err
+
+
+# ---------------------------------------------------------------- real jobs
+
+def pretrain_command(out, config, *extra):
+    """This file as `d2lbert pretrain` with the tests' tiny settings."""
+    return [sys.executable, THIS_FILE, 'pretrain', '--config', config, *TRAINING,
+            '--out', out, *extra]
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    """A 2-worker, 1-server job of STEPS steps, and one process reading both workers'
+    batches (--accumulate 2); dropout 0."""
+    folder = tmp_path_factory.mktemp('runs')
+    config = str(folder / 'tiny.json')
+    with open(config, 'w') as f:
+        json.dump(TINY_CONFIG, f)
+    job, one = str(folder / 'job'), str(folder / 'one')
+    code, err, _ = launch_here(str(folder), pretrain_command(job, config, '--kvstore',
+                                                             'dist_sync'),
+                               num_workers=2, num_servers=1)
+    assert code == 0, err
+    try:
+        subprocess.run(pretrain_command(one, config, '--accumulate', '2'), check=True,
+                       capture_output=True, timeout=JOB_TIMEOUT, env=job_env())
+    finally:
+        kill_processes_with(str(folder))
+    return {'folder': folder, 'config': config, 'job': job, 'one': one}
+
+
+def test_two_workers_end_with_the_parameters_of_one_process(runs):
+    """Both workers hold bit-identical parameters, within 1e-5 of one process trained on
+    the combined batches; the losses logged by the first worker are that process's."""
+    worker_0 = load_params(os.path.join(runs['job'], 'worker-0.params'))
+    worker_1 = load_params(os.path.join(runs['job'], 'worker-1.params'))
+    one = load_params(os.path.join(runs['one'], 'worker-0.params'))
+    for name, value in one.items():
+        onp.testing.assert_array_equal(worker_0[name], worker_1[name])
+        onp.testing.assert_allclose(worker_0[name], value, rtol=0, atol=1e-5)
+    job_records, one_records = train_records(runs['job']), train_records(runs['one'])
+    assert [r['step'] for r in job_records] == list(range(1, STEPS + 1))
+    for mine, reference in zip(job_records, one_records):
+        for key in ('mlm_loss', 'nsp_loss', 'mlm_accuracy', 'nsp_accuracy', 'lr'):
+            assert mine[key] == pytest.approx(reference[key], abs=1e-5), (key, mine['step'])
+    assert job_records[-1]['mlm_loss'] < job_records[0]['mlm_loss'] - 0.05  # it trained
+    assert sorted(os.listdir(runs['job'])) == ['checkpoints', 'config.json', 'loss.png',
+                                               'metrics.jsonl', 'vocab.json',
+                                               'worker-0.params', 'worker-1.params']
+
+
+def test_horovod_job_equals_one_process(runs):
+    """The same 2-worker job under horovodrun (skipped where Horovod isn't built). Horovod
+    is not imported here: loaded in this process, it would crash d2lbert's kernels."""
+    if importlib.util.find_spec('horovod') is None or shutil.which('horovodrun') is None:
+        pytest.skip('Horovod is not installed')
+    out, marker = str(runs['folder'] / 'horovod'), str(runs['folder'])
+    try:
+        done = subprocess.run(
+            ['horovodrun', '-np', '2', '-H', 'localhost:2',
+             *pretrain_command(out, runs['config'], '--kvstore', 'horovod')],
+            capture_output=True, text=True, timeout=JOB_TIMEOUT, env=job_env())
+        assert_nothing_left(marker)
+    finally:
+        kill_processes_with(marker)
+    assert done.returncode == 0, done.stderr[-3000:]
+    worker_0 = load_params(os.path.join(out, 'worker-0.params'))
+    worker_1 = load_params(os.path.join(out, 'worker-1.params'))
+    one = load_params(os.path.join(runs['one'], 'worker-0.params'))
+    for name, value in one.items():
+        onp.testing.assert_array_equal(worker_0[name], worker_1[name])
+        onp.testing.assert_allclose(worker_0[name], value, rtol=0, atol=1e-5)
+    assert [r['step'] for r in train_records(out)] == list(range(1, STEPS + 1))
+
+
+def test_killed_worker_stops_the_job_and_resume_continues_it(runs, monkeypatch):
+    """A worker SIGKILLed at step 7 ends the job within the bound, with one message naming
+    it; the job resumed from the step-5 checkpoint logs the uninterrupted job's losses."""
+    out, marker = str(runs['folder'] / 'killed'), str(runs['folder'])
+    death = str(runs['folder'] / 'death.txt')
+    command = pretrain_command(out, runs['config'], '--kvstore', 'dist_sync')
+    with monkeypatch.context() as patch:
+        patch.setenv('DIE_AT_STEP', '7')
+        patch.setenv('DEATH_FILE', death)
+        code, err, _ = launch_here(marker, command, num_workers=2)
+    ended = time.time()
+    with open(death) as f:
+        pid, died = f.read().split()
+    assert code == 128 + signal.SIGKILL, err
+    failures = re.findall(r'worker \d \(pid (\d+) on 127.0.0.1\) was killed by SIGKILL '
+                          r'\(exit code 137\); stopping the job', err)
+    assert failures == [pid], err
+    assert ended - float(died) < BOUND
+    assert os.listdir(os.path.join(out, 'checkpoints')) == ['step-000005']
+
+    code, err, _ = launch_here(marker, [*command, '--resume'], num_workers=2)
+    assert code == 0, err
+    resumed, uninterrupted = train_records(out), train_records(runs['job'])
+    assert [r['step'] for r in resumed] == list(range(1, STEPS + 1))
+    for mine, reference in zip(resumed, uninterrupted):
+        assert (mine['mlm_loss'], mine['nsp_loss']) == pytest.approx(
+            (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
+
+
+# ---------------------------------------------------------------- the test worker
+
+def run_test_worker(argv):
+    """`d2lbert ARGV`, then save this worker's parameters to OUT/worker-RANK.params;
+    with DIE_AT_STEP set, the worker of rank 1 SIGKILLs itself at that step."""
+    module = importlib.import_module('d2lbert.train.pretrain')  # (the package's
+    # `pretrain` is the function)
+    seen = {}
+    train_loop, seed_step = module._train_loop, module.seed_step
+
+    def capturing_train_loop(options, net, *args):
+        seen['net'], seen['worker'] = net, args[-1]
+        return train_loop(options, net, *args)
+
+    def seed_step_or_die(seed, step, worker=0):
+        if step == int(os.environ.get('DIE_AT_STEP', 0)) and worker == 1:
+            with open(os.environ['DEATH_FILE'], 'w') as f:
+                f.write(f'{os.getpid()} {time.time()}')
+            os.kill(os.getpid(), signal.SIGKILL)
+        seed_step(seed, step, worker)
+
+    module._train_loop, module.seed_step = capturing_train_loop, seed_step_or_die
+    code = main(argv)
+    if code == 0:
+        out = argv[argv.index('--out') + 1]
+        seen['net'].save_parameters(os.path.join(out, f'worker-{seen["worker"].rank}.params'))
+    return code
+
+
+if __name__ == '__main__':
+    sys.exit(run_test_worker(sys.argv[1:]))
