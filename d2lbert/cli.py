@@ -1,11 +1,13 @@
-"""The `d2lbert` command: pretrain, encode, convert, bench."""
+"""The `d2lbert` command: pretrain, finetune, predict, encode, convert, bench, launch."""
 import argparse
 import dataclasses
 import os
 import sys
 
+from .train.finetune import FinetuneOptions
+from .train.finetune_data import TASK_NAMES
 from .train.pretrain import KVSTORES, PretrainOptions
-from .util.options import check_folder, check_output_file, check_text
+from .util.options import check_folder, check_int, check_output_file, check_text
 
 DEFAULTS = PretrainOptions()
 
@@ -40,7 +42,7 @@ PRETRAIN_FLAGS = [
     ('--seed', int, DEFAULTS.seed, 'seeds the data, the initialization and dropout '
      '(0 to 2^32 - 1)'),
     ('--kvstore', str, DEFAULTS.kvstore, 'MXNet kvstore for gradient all-reduce: '
-     f'{", ".join(KVSTORES)} (dist_*: several machines)'),
+     f'{", ".join(KVSTORES)} (dist_*: a job of several processes, see d2lbert launch)'),
     ('--num-workers', int, DEFAULTS.num_workers,
      'processes preparing the data (0: this process)'),
     ('--min-freq', int, DEFAULTS.min_freq, 'drop tokens seen fewer times from the vocabulary'),
@@ -73,13 +75,124 @@ def run_pretrain(args):
     options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names},
                               progress=not args.no_progress)
     summary = pretrain(options)
+    if summary['rank'] != 0:  # another worker of the job writes the results
+        return
     print(f'\nDone. Results in {summary["out"]}/: checkpoints/, metrics.jsonl, loss.png.\n'
           f'Encode text with it:  d2lbert encode --model {summary["out"]} "some text"')
 
 
+FINETUNE_DEFAULTS = FinetuneOptions(task='snli', model='bert.small')
+
+FINETUNE_FLAGS = [
+    ('--data', str, None, 'a folder with the task\'s files under their usual names, or one '
+     'training file (csv: required); default: download SNLI / GLUE'),
+    ('--dev', str, None, 'the dev file (default: the task\'s dev file in --data)'),
+    ('--label-type', str, FINETUNE_DEFAULTS.label_type,
+     "csv: 'class' (label is a class name) or 'number' (regression)"),
+    ('--out', str, None, 'output folder (default: runs/finetune-TASK-DATE-TIME)'),
+    ('--epochs', int, FINETUNE_DEFAULTS.epochs, 'passes over the training set'),
+    ('--batch-size', int, FINETUNE_DEFAULTS.batch_size, 'examples per step'),
+    ('--max-len', int, FINETUNE_DEFAULTS.max_len,
+     'longest input in tokens; longer pairs are cut longest first'),
+    ('--lr', float, None, 'peak learning rate (default: 1e-4 for models up to 256 hidden '
+     'units, else 3e-5)'),
+    ('--warmup', float, FINETUNE_DEFAULTS.warmup,
+     'share of the steps with linear warmup; then linear decay to 0'),
+    ('--weight-decay', float, FINETUNE_DEFAULTS.weight_decay,
+     'weight decay (never on biases and LayerNorm parameters)'),
+    ('--dropout', float, FINETUNE_DEFAULTS.dropout, "dropout before the new output layer"),
+    ('--clip', float, FINETUNE_DEFAULTS.clip, 'clip the global gradient norm (0: off)'),
+    ('--eval-every', int, FINETUNE_DEFAULTS.eval_every,
+     'evaluate on dev (and checkpoint) every N steps and after each epoch (0: after each '
+     'epoch only)'),
+    ('--log-every', int, FINETUNE_DEFAULTS.log_every, 'log the mean loss every N steps'),
+    ('--keep', int, FINETUNE_DEFAULTS.keep, 'keep the newest K checkpoints'),
+    ('--seed', int, FINETUNE_DEFAULTS.seed, 'seeds the data order, the new layer and dropout'),
+    ('--gpus', str, None, 'comma-separated GPU ids (default: all usable GPUs, else the CPU)'),
+]
+
+
+def add_flags(parser, flags):
+    for flag_name, kind, default, text in flags:
+        shown = text if default is None else f'{text} (default: {default})'
+        parser.add_argument(flag_name, type=kind, default=default, help=shown)
+
+
+def add_finetune_parser(subparsers):
+    parser = subparsers.add_parser(
+        'finetune', help='fine-tune a pretrained BERT on a labelled task',
+        description='Fine-tune a pretrained BERT with a new output layer: a class or '
+                    'number per text or pair, or a tag per word.')
+    parser.add_argument('--task', required=True, choices=TASK_NAMES, metavar='TASK',
+                        help=f'one of {", ".join(TASK_NAMES)}')
+    parser.add_argument('--model', required=True,
+                        help="a d2lbert pretraining output folder, a Hugging Face BERT "
+                             "folder, the book's bert.small or bert.base (name, zip or "
+                             "folder)")
+    add_flags(parser, FINETUNE_FLAGS)
+    parser.add_argument('--cpu', action='store_true', help='train on the CPU even with GPUs')
+    parser.add_argument('--resume', action='store_true',
+                        help='continue from the newest complete checkpoint in --out')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    parser.add_argument('--plain', action='store_true',
+                        help="run the book's model instead of the fast path")
+    parser.set_defaults(run=run_finetune)
+
+
+def load_model_flag(model):
+    """`load_pretrained(--model)`, its errors naming the flag."""
+    from .interop import load_pretrained
+    try:
+        return load_pretrained(model)
+    except (FileNotFoundError, ValueError) as error:
+        raise ValueError(f'--model {model}: {error}') from None
+
+
+def run_finetune(args):
+    from .train.finetune import check_sources, finetune
+    names = {field.name for field in dataclasses.fields(FinetuneOptions)}
+    options = FinetuneOptions(**{k: v for k, v in vars(args).items() if k in names},
+                              progress=not args.no_progress)
+    check_sources(options)
+    summary = finetune(options, load_model_flag(options.model))
+    best = summary['best'] or {}
+    scores = ', '.join(f'{k} {v:.4f}' for k, v in best.items() if k not in ('step', 'split'))
+    print(f'\nDone. Best model (step {best.get("step")}{": " + scores if scores else ""}) in '
+          f'{summary["model"]}/.\nPredict with it:  d2lbert predict --model {summary["out"]} '
+          '--data FILE --out predictions.jsonl')
+
+
+def add_predict_parser(subparsers):
+    parser = subparsers.add_parser(
+        'predict', help='predict with a fine-tuned model',
+        description='Write one JSON line per example of --data: label and probabilities, '
+                    'value, or tags.')
+    parser.add_argument('--model', required=True,
+                        help='a fine-tuning output folder (or its model/ folder)')
+    parser.add_argument('--data', required=True, help="a file in the task's format")
+    parser.add_argument('--out', required=True, help='the JSON lines file to write')
+    parser.add_argument('--batch-size', type=int, default=64, help='examples per batch')
+    parser.set_defaults(run=run_predict)
+
+
+def run_predict(args):
+    from .train.predict import predict
+    check_folder('--model', args.model)
+    if not os.path.isfile(args.data):
+        raise ValueError(f'--data {args.data}: no such file')
+    check_output_file('--out', args.out)
+    check_int('--batch-size', args.batch_size, 1)
+    summary = predict(args.model, args.data, args.out, args.batch_size)
+    scores = summary['scores']
+    shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
+    print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
+
+
 def add_encode_parser(subparsers):
     parser = subparsers.add_parser('encode', help='encode text with a pretrained model')
-    parser.add_argument('--model', required=True, help='a pretraining output folder')
+    parser.add_argument('--model', required=True,
+                        help="a pretraining output folder, a Hugging Face BERT folder, the "
+                             "book's bert.small or bert.base (name, zip or folder)")
     parser.add_argument('text', help='a sentence; separate a pair with " ||| "')
     parser.add_argument('--save', help='save the vectors to this .npy file')
     parser.set_defaults(run=run_encode)
@@ -96,12 +209,12 @@ def split_pair(text):
 
 def run_encode(args):
     import numpy
-    from .interop import get_bert_encoding, load_pretrained
-    check_folder('--model', args.model)
+    from .interop import get_bert_encoding
+    check_text('--model', args.model)
     tokens_a, tokens_b = split_pair(args.text)
     if args.save is not None:
         check_output_file('--save', args.save)
-    net, vocab = load_pretrained(args.model)
+    net, vocab = load_model_flag(args.model)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if args.save:
         numpy.save(args.save, vectors)
@@ -154,9 +267,13 @@ def add_bench_parser(subparsers):
         description='Training-step throughput of d2lbert, the d2l book\'s BERTModel and '
                     'GluonNLP 0.10\'s BERTModel (same sizes, same inputs, each in its own '
                     'process), model FLOP/s against the measured GEMM rate, end to end on '
-                    'real text and the data pipeline; every figure a ratio from the same run.')
+                    'real text and the data pipeline; fine-tuning steps on sentence pairs '
+                    'against the book\'s NLI chapter and transformers\' '
+                    'BertForSequenceClassification; every figure a ratio from the same run.')
     parser.add_argument('--configs', default=None,
-                        help="comma-separated sizes: book, small (default: book,small)")
+                        help='comma-separated parts: the pretraining sizes book, small and '
+                             'finetune, the fine-tuning line (default: book,small,finetune; '
+                             'finetune alone skips the pretraining-only parts)')
     parser.add_argument('--steps', type=int, default=None,
                         help='timed steps per implementation and size (default: 10; '
                              '--quick: 2)')
@@ -164,8 +281,9 @@ def add_bench_parser(subparsers):
                         help='OMP_NUM_THREADS of every measurement (default: 2)')
     parser.add_argument('--device', default='cpu',
                         help="'cpu' or 'gpu:N' (needs a GPU build of MXNet; default: cpu)")
-    parser.add_argument('--only', default='d2lbert,d2l,gluonnlp',
-                        help='comma-separated implementations (default: d2lbert,d2l,gluonnlp)')
+    parser.add_argument('--only', default='d2lbert,d2l,gluonnlp,transformers',
+                        help='comma-separated implementations (default: '
+                             'd2lbert,d2l,gluonnlp,transformers)')
     parser.add_argument('--wikitext', default=None,
                         help='a wiki.*.tokens file for the real-text benchmarks (default: '
                              '../shared/data/wikitext-2/wiki.valid.tokens from the current '
@@ -216,19 +334,55 @@ def run_bench(args):
         print(f'\nwrote {args.json}', file=sys.stderr)
 
 
+def add_launch_parser(subparsers):
+    parser = subparsers.add_parser(
+        'launch', help='run pretraining as a job of several processes (MXNet parameter '
+                       'server), here or on other machines by ssh',
+        description='Start the scheduler, servers and workers of a `--kvstore dist_sync` '
+                    'job and stop them all when one fails, e.g.  d2lbert launch -n 2 -- '
+                    'd2lbert pretrain --kvstore dist_sync --out runs/two')
+    parser.add_argument('-n', '--num-workers', type=int, required=True,
+                        help='training (worker) processes')
+    parser.add_argument('-s', '--num-servers', type=int, default=None,
+                        help='parameter-server processes (default: 1, or one per host)')
+    parser.add_argument('--hosts', help='a file with one host or host:ssh_port per line: '
+                        'run server i and worker i on host i by ssh (default: every process '
+                        'here, on 127.0.0.1)')
+    parser.add_argument('--host-ip', help="with --hosts: this machine's address as the "
+                        'hosts reach it (default: found)')
+    parser.add_argument('--port', type=int, help="the scheduler's TCP port (default: the "
+                        'first free from 9091)')
+    parser.add_argument('job_command', nargs=argparse.REMAINDER, metavar='COMMAND',
+                        help='-- and the command every process runs')
+    parser.set_defaults(run=run_launch)
+
+
+def run_launch(args):
+    """Returns the job's exit code (that of the first process that failed)."""
+    from .launch import launch
+    command = args.job_command
+    if command[:1] == ['--']:
+        command = command[1:]
+    return launch(command, args.num_workers, args.num_servers, args.hosts, args.host_ip,
+                  args.port)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='d2lbert', description=__doc__)
     subparsers = parser.add_subparsers(dest='command', required=True)
     add_pretrain_parser(subparsers)
+    add_finetune_parser(subparsers)
+    add_predict_parser(subparsers)
     add_encode_parser(subparsers)
     add_convert_parser(subparsers)
     add_bench_parser(subparsers)
+    add_launch_parser(subparsers)
     args = parser.parse_args(argv)
     from .data import DownloadError
     from .train.checkpoint import CheckpointError
     from .train.pretrain import PretrainError, TrainingDiverged
     try:
-        args.run(args)
+        exit_code = args.run(args)
     except TrainingDiverged as error:
         print(f'd2lbert: {error}', file=sys.stderr)
         return 3
@@ -240,4 +394,4 @@ def main(argv=None):
         print('\nd2lbert: interrupted; the last complete checkpoint is kept '
               '(continue with --resume)', file=sys.stderr)
         return 130
-    return 0
+    return exit_code or 0
