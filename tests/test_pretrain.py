@@ -300,3 +300,23 @@ def test_help_explains_every_flag():
     text = ' '.join(out.split())
     assert text.count('(0: only after the last)') == 2  # --eval-every, --save-every
     assert '(0: off)' in text and 'averaged since the previous log' in text
+
+
+def test_clip_global_norm_matches_numpy():
+    """The global norm (float64 NumPy reference) of gradients of several shapes, one of
+    them large, and the clipped gradients' norm equals max_norm."""
+    from d2lbert.train.step import clip_global_norm
+    rng = onp.random.default_rng(0)
+    grads = [rng.normal(size=shape).astype('float32') for shape in ((3000, 256), (256,),
+                                                                     (3, 4))]
+    expected = onp.sqrt(sum((g.astype('float64') ** 2).sum() for g in grads))
+    arrays = [np.array(g) for g in grads]
+    norm = clip_global_norm(arrays, 1.0)
+    assert float(norm) == pytest.approx(expected, rel=1e-6)
+    clipped = onp.sqrt(sum((a.asnumpy().astype('float64') ** 2).sum() for a in arrays))
+    assert clipped == pytest.approx(1.0, rel=1e-5)
+    for array, grad in zip(arrays, grads):
+        onp.testing.assert_allclose(array.asnumpy(), grad / expected, rtol=1e-5, atol=1e-9)
+    small = [np.array(g * 1e-4) for g in grads]
+    clip_global_norm(small, 1e3)  # below max_norm: unchanged
+    onp.testing.assert_allclose(small[0].asnumpy(), grads[0] * 1e-4, rtol=1e-6)
