@@ -1,23 +1,19 @@
 """Two small labelled tasks made from d2lbert's bundled corpus, for offline demos and
 tests of fine-tuning (no download, no shared data).
 
-* :func:`same_article_task`: sentence pairs labelled 'same' when both sentences come
-  from one article, 'different' when from two articles. Both classes draw each
-  sentence from the same distribution, so neither sentence alone tells the label:
-  a model must compare them (the kind of coherence next-sentence prediction
-  teaches, on held-out articles).
 * :func:`next_sentence_task`: sentence pairs labelled 'next' when the second sentence
   follows the first in its article, 'other' when it comes from another article: the
   book's next-sentence pairs, from held-out articles for 'dev'.
 * :func:`entity_task`: sentences with a tag per word, CoNLL-style IOB2 tags of places
   ('LOC': countries, cities, rivers, mountains, seas), people ('PER') and languages
-  ('MISC'). The invented names are rare words (most become ``<unk>`` in the book's
-  vocabulary), so the type must come from the context: "born in X", "X River". A
-  sentence naming something of unknown type (a person without an article) is left
+  ('MISC'). The invented names are rare words (``<unk>`` in the vocabulary of a
+  model pretrained on the training articles), so the type must come from the
+  context: "born in X", "X River". A sentence naming something of unknown type (a person without an article) is left
   out, so that every name in the task is tagged.
 
-The train split comes from the corpus's training articles, 'dev' from its validation
-articles.
+The pair task's 'train' split comes from the corpus's training articles, 'dev' from
+its validation articles; the tagging task uses validation and test articles (see
+:func:`entity_task`).
 """
 import os
 import random
@@ -27,14 +23,15 @@ from ..corpus import is_wikitext_heading
 from ..make_bundled_corpus import COLORS, COUNTRIES, SEAS
 from .examples import TaggedSentence, TaskData, TaskExample
 
-SPLIT_FILES = {'train': 'wiki.train.tokens', 'dev': 'wiki.valid.tokens'}
-PAIR_LABELS = ('different', 'same')
+SPLIT_FILES = {'train': 'wiki.train.tokens', 'dev': 'wiki.valid.tokens',
+               'test': 'wiki.test.tokens'}
 NEXT_LABELS = ('other', 'next')
 ENTITY_TAGS = ('O', 'B-PER', 'I-PER', 'B-LOC', 'I-LOC', 'B-MISC', 'I-MISC')
 
 
 def read_articles(split):
-    """[(title, [sentence, ...]), ...] of the bundled corpus's split ('train' or 'dev');
+    """[(title, [sentence, ...]), ...] of the bundled corpus's split ('train', 'dev' (its
+    validation articles) or 'test');
     a sentence is a list of tokens, its final '.' included."""
     if split not in SPLIT_FILES:
         raise ValueError(f'split must be one of {tuple(SPLIT_FILES)}, got {split!r}')
@@ -58,24 +55,6 @@ def split_sentences(tokens):
             sentences.append(current)
             current = []
     return sentences + ([current] if current else [])
-
-
-def same_article_task(split='train', num_pairs=2000, seed=0):
-    """A `TaskData` of `num_pairs` sentence pairs, half 'same', half 'different'."""
-    rng = random.Random(seed)
-    articles = [sentences for _, sentences in read_articles(split) if len(sentences) > 1]
-    examples = []
-    for i in range(num_pairs):
-        first = rng.randrange(len(articles))
-        a, b = rng.sample(range(len(articles[first])), 2)
-        label = PAIR_LABELS[i % 2]
-        second = first if label == 'same' else rng.choice(
-            [j for j in range(len(articles)) if j != first])
-        if label == 'different':
-            b = rng.randrange(len(articles[second]))
-        examples.append(TaskExample(' '.join(articles[first][a]),
-                                    ' '.join(articles[second][b]), label))
-    return TaskData(examples, PAIR_LABELS)
 
 
 def next_sentence_task(split='train', num_pairs=2000, seed=0):
@@ -140,10 +119,22 @@ def tag_sentence(tokens, types, longest):
 SENTENCE_STARTS = {'The', 'In', 'An', 'A', 'Many', 'Most', 'Today', 'There', 'Its'}
 
 
+TAGGING_ARTICLES = {'train': 'dev', 'dev': 'test'}
+
+
 def entity_task(split='train', max_sentences=None, seed=0):
-    """A `TaskData` of tagged sentences (see the module doc), shuffled with seed."""
-    articles = read_articles(split)
-    types = entity_types(read_articles('train') + articles)
+    """A `TaskData` of tagged sentences (see the module doc), shuffled with seed.
+
+    Its 'train' sentences come from the corpus's validation articles and its 'dev'
+    sentences from the test articles (625 and 631 sentences): the names there are
+    rare words that a vocabulary built from the training articles doesn't know, so a
+    tagger must learn the contexts that make a word a name, not the names themselves
+    (the training articles' names are in that vocabulary).
+    """
+    if split not in TAGGING_ARTICLES:
+        raise ValueError(f'split must be one of {tuple(TAGGING_ARTICLES)}, got {split!r}')
+    articles = read_articles(TAGGING_ARTICLES[split])
+    types = entity_types([article for name in SPLIT_FILES for article in read_articles(name)])
     longest = max(len(name) for name in types)
     examples = []
     for _, sentences in articles:
