@@ -153,8 +153,8 @@ def train_losses(out):
 
 def test_sigkill_then_resume_gives_the_same_losses(tiny_model_folder, task_files, tmp_path):
     small = write_pairs(next_sentence_task('train', 160, seed=3), tmp_path / 'small.jsonl')
-    args = [*QUICK, '--model', tiny_model_folder, '--data', small,
-            '--dev', task_files['pairs_dev']]
+    args = [*QUICK, '--eval-every', '3', '--model', tiny_model_folder, '--data', small,
+            '--dev', task_files['pairs_dev']]  # checkpoints at 3, 6, 9 (mid-epoch), 10, ...
     full = str(tmp_path / 'full')
     assert run_cli('finetune', '--out', full, *args).returncode == 0
     killed = str(tmp_path / 'killed')
@@ -162,7 +162,7 @@ def test_sigkill_then_resume_gives_the_same_losses(tiny_model_folder, task_files
                                 *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline and not os.path.isdir(
-            os.path.join(killed, 'checkpoints', 'step-000010')):
+            os.path.join(killed, 'checkpoints', 'step-000006')):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
