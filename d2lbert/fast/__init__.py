@@ -17,7 +17,10 @@ either loads into the other, and both compute the same numbers:
   encoder on packed rows (the valid tokens only);
 * `FastBERTModel` (`model.py`): the pretraining losses as one graph
   (`objective.py`) with the masked-LM gradient computed in the forward pass
-  (`mlm_loss.py`).
+  (`mlm_loss.py`);
+* `FusedAdam`, `FusedBERTAdam` (`optimizer.py`): the optimizer's step, clipping,
+  update and zeroing the gradients in one pass over each parameter; the trainer of a
+  model on the fast path uses them (`d2lbert.train.optimizer.make_trainer`).
 
 The kernels are CPU code (`kernels/`, compiled on first use). Where they can't run
 (D2LBERT_FUSED_KERNELS=0, no compiler, a model on a GPU or in float16),
@@ -34,6 +37,7 @@ from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
 from .layer_norm import FusedAddNorm, FusedLayerNorm
 from .model import FastBERTModel
+from .optimizer import FusedAdam, FusedBERTAdam, FusedUpdate, fused_optimizer
 
 FAST_BLOCKS = {MultiHeadAttention: FusedMultiHeadAttention, AddNorm: FusedAddNorm,
                nn.LayerNorm: FusedLayerNorm, BERTEncoder: FusedBERTEncoder,
@@ -66,8 +70,10 @@ def to_fast_block(block):
 
 
 def is_fast(net):
-    """Did `accelerate` switch this model to the fast path?"""
-    return isinstance(net, tuple(FAST_BLOCKS.values()))
+    """Did `accelerate` switch this model (or a block inside it) to the fast path?"""
+    found = []
+    net.apply(lambda block: found.append(isinstance(block, tuple(FAST_BLOCKS.values()))))
+    return any(found)
 
 
 def why_not_fast(net):

@@ -1,6 +1,8 @@
 """Optimizer and learning-rate schedule."""
 from mxnet import gluon
 
+from .. import fast
+
 # adam: MXNet's Adam (weight decay added to the gradient); bertadam: GluonNLP's
 # BERTAdam (decoupled weight decay, as Google's BERT); lamb: MXNet's LAMB
 # (layer-wise adaptive rates, for large batches).
@@ -16,7 +18,9 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
     """A Gluon Trainer whose update does not depend on the number of devices.
 
     `update_on_kvstore=False` lets us all-reduce (sum) the gradients, clip them and
-    then update, in three explicit steps (see `step.optimizer_step`).
+    then update, in three explicit steps (see `step.optimizer_step`). A model on the
+    fast path (`fast.accelerate`) gets the fused variant of Adam and BERTAdam
+    (`fast.optimizer`): the same update, clipping and zeroing in one pass.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f'--optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}')
@@ -25,9 +29,24 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
         if no_decay(name):
             param.wd_mult = 0.0
     import gluonnlp  # noqa: F401  (registers the 'bertadam' optimizer)
-    return gluon.Trainer(params, optimizer,
-                         {'learning_rate': lr, 'wd': weight_decay},
-                         kvstore=kvstore, update_on_kvstore=False)
+    options = {'learning_rate': lr, 'wd': weight_decay}
+    fused = fast.fused_optimizer(optimizer, **options) if fast.is_fast(net) else None
+    if fused is not None:
+        return gluon.Trainer(params, fused, kvstore=kvstore, update_on_kvstore=False)
+    return gluon.Trainer(params, optimizer, options, kvstore=kvstore,
+                         update_on_kvstore=False)
+
+
+def load_trainer_states(trainer, path):
+    """`trainer.load_states(path)`, keeping the trainer's optimizer class.
+
+    The file holds the optimizer it was saved with, fused or not (`make_trainer`):
+    both have the same states and settings, so the run goes on with the class it
+    chose itself (a run on the book's model can resume a fast run's checkpoint).
+    """
+    chosen = type(trainer.optimizer)
+    trainer.load_states(path)
+    trainer.optimizer.__class__ = chosen
 
 
 def learning_rate(step, base_lr, warmup_steps, total_steps):

@@ -22,7 +22,7 @@ from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
 from .evaluate import evaluate
 from .loss_scale import DynamicLossScale
 from .metrics import IntervalMeans, MetricsLog
-from .optimizer import OPTIMIZERS, learning_rate, make_trainer
+from .optimizer import OPTIMIZERS, learning_rate, load_trainer_states, make_trainer
 from .step import forward_backward, optimizer_step, seed_step
 
 
@@ -226,7 +226,7 @@ def pretrain(options):
             raise PretrainError(f'--resume: --seed {options.seed} differs from the seed '
                                 f'{state.get("seed")} of {checkpoint}')
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
-        trainer.load_states(os.path.join(checkpoint, 'trainer.states'))
+        load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
         if worker.is_first:
             log.truncate(state['step'])
     elif worker.is_first:

@@ -88,6 +88,11 @@ def optimizer_step(net, trainer, clip=None, loss_scale=None):
     scale = 1.0 if loss_scale is None else loss_scale.scale
     skip = loss_scale is not None and loss_scale.overflowed(
         [g for p in params for g in p.list_grad()])
+    if isinstance(trainer.optimizer, fast.FusedUpdate) and not skip:
+        grads = [[p.grad(ctx) for p in params] for ctx in params[0].list_ctx()]
+        trainer.optimizer.clip_on_update(grads, clip * scale if clip else None)
+        trainer.update(scale)  # clips, updates and zeroes the gradients in one pass
+        return True
     if clip and not skip:
         for ctx in params[0].list_ctx():
             clip_global_norm([p.grad(ctx) for p in params], clip * scale)

@@ -16,7 +16,10 @@ rebuilding MXNet. d2lbert's, each forward and backward:
 * `d2lbert_embedding` (`embedding.cc`): BERT's input embedding, the sum of three
   lookups, and its dropout;
 * `d2lbert_log_sum_exp` (`log_sum_exp.cc`): each row's log-sum-exp, the backward
-  recomputing the softmax (the masked-LM loss).
+  recomputing the softmax (the masked-LM loss);
+* `d2lbert_sum_squares`, `d2lbert_adam_update` (`adam.cc`): the optimizer's step, the
+  global gradient norm in one read and clipping + Adam + zeroing the gradient in one
+  pass (no backward: they run outside autograd).
 
 Dropout inside a kernel draws no random stream: its mask is a hash of a seed and the
 element's position (`common.h`), so the backward pass recomputes it from the seed
@@ -49,7 +52,7 @@ from ...util.files import atomic_directory
 from ...util.hashing import sha1_of_file, sha1_of_strings
 
 SOURCES = ('library.cc', 'layer_norm.cc', 'attention.cc', 'dropout.cc', 'embedding.cc',
-           'log_sum_exp.cc')
+           'log_sum_exp.cc', 'adam.cc')
 HEADERS = ('common.h', 'gemm.h')
 # -march=native: vector instructions of this CPU (the CPU is part of the cache key).
 # -fno-trapping-math: without it GCC 12 keeps the loops of exp_nonpositive (common.h)
@@ -148,7 +151,8 @@ def available():
 
 
 OPERATORS = ('d2lbert_layer_norm', 'd2lbert_add_layer_norm', 'd2lbert_attention',
-             'd2lbert_dropout', 'd2lbert_embedding', 'd2lbert_log_sum_exp')
+             'd2lbert_dropout', 'd2lbert_embedding', 'd2lbert_log_sum_exp',
+             'd2lbert_sum_squares', 'd2lbert_adam_update')
 
 
 def load_library(path):
