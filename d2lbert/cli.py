@@ -5,7 +5,7 @@ import os
 import sys
 
 from .train.finetune import FinetuneOptions
-from .train.finetune_data import TASK_NAMES
+from .train.finetune_data import SQUAD_TASKS, TASK_NAMES
 from .train.pretrain import KVSTORES, PretrainOptions
 from .util.options import check_folder, check_int, check_output_file, check_text
 
@@ -85,22 +85,30 @@ FINETUNE_DEFAULTS = FinetuneOptions(task='snli', model='bert.small')
 
 FINETUNE_FLAGS = [
     ('--data', str, None, 'a folder with the task\'s files under their usual names, or one '
-     'training file (csv: required); default: download SNLI / GLUE'),
-    ('--dev', str, None, 'the dev file (default: the task\'s dev file in --data)'),
+     'training file (csv: required; squad2/squad1: a SQuAD JSON file); default: download '
+     'SNLI / GLUE / SQuAD'),
+    ('--dev', str, None, 'the dev file (default: the task\'s dev file in --data; SQuAD: '
+     'downloaded when --data is not given)'),
     ('--label-type', str, FINETUNE_DEFAULTS.label_type,
      "csv: 'class' (label is a class name) or 'number' (regression)"),
     ('--out', str, None, 'output folder (default: runs/finetune-TASK-DATE-TIME)'),
     ('--epochs', int, FINETUNE_DEFAULTS.epochs, 'passes over the training set'),
     ('--batch-size', int, FINETUNE_DEFAULTS.batch_size, 'examples per step'),
-    ('--max-len', int, FINETUNE_DEFAULTS.max_len,
-     'longest input in tokens; longer pairs are cut longest first'),
+    ('--max-len', int, None,
+     'longest input in tokens; longer pairs are cut longest first; SQuAD: a question and '
+     'passage window (default: 384 for squad2/squad1, else 128)'),
+    ('--doc-stride', int, FINETUNE_DEFAULTS.doc_stride,
+     'squad2/squad1: a long passage\'s windows start this many tokens apart'),
+    ('--max-query-len', int, FINETUNE_DEFAULTS.max_query_len,
+     'squad2/squad1: the most question tokens (the rest is cut off)'),
     ('--lr', float, None, 'peak learning rate (default: 1e-4 for models up to 256 hidden '
      'units, else 3e-5)'),
     ('--warmup', float, FINETUNE_DEFAULTS.warmup,
      'share of the steps with linear warmup; then linear decay to 0'),
     ('--weight-decay', float, FINETUNE_DEFAULTS.weight_decay,
      'weight decay (never on biases and LayerNorm parameters)'),
-    ('--dropout', float, FINETUNE_DEFAULTS.dropout, "dropout before the new output layer"),
+    ('--dropout', float, FINETUNE_DEFAULTS.dropout,
+     'dropout before the new output layer (SQuAD: none, as in the references)'),
     ('--clip', float, FINETUNE_DEFAULTS.clip, 'clip the global gradient norm (0: off)'),
     ('--eval-every', int, FINETUNE_DEFAULTS.eval_every,
      'evaluate on dev (and checkpoint) every N steps and after each epoch (0: after each '
@@ -157,35 +165,89 @@ def run_finetune(args):
     summary = finetune(options, load_model_flag(options.model))
     best = summary['best'] or {}
     scores = ', '.join(f'{k} {v:.4f}' for k, v in best.items() if k not in ('step', 'split'))
+    out = 'predictions/' if options.task in SQUAD_TASKS else 'predictions.jsonl'
     print(f'\nDone. Best model (step {best.get("step")}{": " + scores if scores else ""}) in '
           f'{summary["model"]}/.\nPredict with it:  d2lbert predict --model {summary["out"]} '
-          '--data FILE --out predictions.jsonl')
+          f'--data FILE --out {out}')
 
 
 def add_predict_parser(subparsers):
     parser = subparsers.add_parser(
         'predict', help='predict with a fine-tuned model',
         description='Write one JSON line per example of --data: label and probabilities, '
-                    'value, or tags.')
+                    'value, or tags; a question-answering model writes the official '
+                    'predictions.json and null_odds.json of a SQuAD file into the folder '
+                    '--out, or answers --question about --context.')
     parser.add_argument('--model', required=True,
                         help='a fine-tuning output folder (or its model/ folder)')
-    parser.add_argument('--data', required=True, help="a file in the task's format")
-    parser.add_argument('--out', required=True, help='the JSON lines file to write')
+    parser.add_argument('--data', help="a file in the task's format (SQuAD: its JSON)")
+    parser.add_argument('--out', help='the JSON lines file to write (SQuAD: a folder)')
+    parser.add_argument('--question', help='question answering: one question about '
+                        '--context (printed: the answer, or \'\' for none)')
+    parser.add_argument('--context', help='question answering: the passage of --question')
     parser.add_argument('--batch-size', type=int, default=64, help='examples per batch')
     parser.set_defaults(run=run_predict)
 
 
 def run_predict(args):
-    from .train.predict import predict
+    from .train.predict import predict, task_model_folder
+    from .train.task_model import load_task_info
     check_folder('--model', args.model)
+    check_int('--batch-size', args.batch_size, 1)
+    info = load_task_info(task_model_folder(args.model))
+    if args.question is not None or args.context is not None:
+        return run_answer(args, info)
+    for name in ('--data', '--out'):
+        if getattr(args, name[2:]) is None:
+            raise ValueError(f'{name} is required (or, with a question-answering model, '
+                             '--question and --context)')
     if not os.path.isfile(args.data):
         raise ValueError(f'--data {args.data}: no such file')
+    if info.head == 'question_answering':
+        return run_predict_squad(args)
     check_output_file('--out', args.out)
-    check_int('--batch-size', args.batch_size, 1)
     summary = predict(args.model, args.data, args.out, args.batch_size)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
     print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
+
+
+def run_predict_squad(args):
+    """A SQuAD file's answers into the folder --out; the official scores as JSON (as
+    evaluate-v2.0.py prints them) when the file has the answers."""
+    import json
+    from .train.qa_predict import predict_squad
+    check_text('--out', args.out)
+    if os.path.isfile(args.out):
+        raise ValueError(f'--out {args.out} is a file; a question-answering model writes a '
+                         'folder (predictions.json, null_odds.json)')
+    summary = predict_squad(args.model, args.data, args.out, args.batch_size)
+    print(f'wrote the answers to {summary["examples"]} questions to '
+          f'{" and ".join(summary["files"])}')
+    if summary['scores']:
+        print(json.dumps(summary['scores'], indent=2))
+
+
+def run_answer(args, info):
+    """Print a question-answering model's answer to --question about --context."""
+    from .train.qa_predict import answer_question
+    for name in ('--question', '--context'):
+        if getattr(args, name[2:]) is None:
+            other = '--context' if name == '--question' else '--question'
+            raise ValueError(f'{other} needs {name} too')
+    if args.data is not None or args.out is not None:
+        raise ValueError('--question answers one question: leave out --data and --out')
+    if info.head != 'question_answering':
+        raise ValueError(f'--question: --model {args.model} is a {info.task!r} model, not '
+                         'a question-answering one (d2lbert finetune --task squad2 or '
+                         'squad1)')
+    result = answer_question(args.model, args.question, args.context)
+    odds = f'null odds {result["null_odds"]:.4f}, threshold {result["threshold"]:.4f}'
+    if result['answer']:
+        print(f'answer: {result["answer"]}\n({odds})')
+    else:
+        print(f"answer: '' (no answer in the passage: {odds}; the best span was "
+              f'{result["best_span"]!r})')
 
 
 def add_encode_parser(subparsers):

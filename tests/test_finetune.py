@@ -155,6 +155,12 @@ def test_sigkill_then_resume_gives_the_same_losses(tiny_model_folder, task_files
     small = write_pairs(next_sentence_task('train', 160, seed=3), tmp_path / 'small.jsonl')
     args = [*QUICK, '--eval-every', '3', '--model', tiny_model_folder, '--data', small,
             '--dev', task_files['pairs_dev']]  # checkpoints at 3, 6, 9 (mid-epoch), 10, ...
+    check_sigkill_then_resume(args, tmp_path)
+
+
+def check_sigkill_then_resume(args, tmp_path, checkpoint='step-000006'):
+    """`d2lbert finetune ARGS` run in full, and killed (SIGKILL) as soon as `checkpoint`
+    exists (mid-epoch), then resumed: both logged the same training losses."""
     full = str(tmp_path / 'full')
     assert run_cli('finetune', '--out', full, *args).returncode == 0
     killed = str(tmp_path / 'killed')
@@ -162,7 +168,7 @@ def test_sigkill_then_resume_gives_the_same_losses(tiny_model_folder, task_files
                                 *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline and not os.path.isdir(
-            os.path.join(killed, 'checkpoints', 'step-000006')):
+            os.path.join(killed, 'checkpoints', checkpoint)):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()

@@ -8,6 +8,10 @@ An output folder::
     OUT/checkpoints/step-N/    for --resume (as pretraining's, plus task.json)
     OUT/metrics.jsonl          'train' records (loss, lr, examples/s) and 'dev' records
     OUT/loss.png               (the task's metrics, see `finetune_data`)
+
+What is task-specific (reading the data, batches, the new layer's start, scoring the
+dev set) is a task object: `labelled_task.LabelledTask` (classes, numbers, tags) or
+`qa_task.QuestionAnsweringTask` (SQuAD).
 """
 import dataclasses
 import datetime
@@ -15,28 +19,26 @@ import math
 import os
 import time
 
-from mxnet import init
-
 from .. import fast
-from ..data.tasks import encode_task, training_batches
+from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
 from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
                             flag)
 from . import checkpoint as ckpt
 from .devices import parse_gpu_ids, training_contexts
-from .finetune_data import (LABEL_TYPES, TASK_NAMES, read_dev_split, read_train_split,
-                            task_head, task_metrics)
+from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES
+from .labelled_task import read_labelled_task
 from .metrics import IntervalMeans, MetricsLog
-from .optimizer import learning_rate, make_trainer
+from .optimizer import learning_rate, load_trainer_states, make_trainer
 from .pretrain import PretrainError, TrainingDiverged, due, prepare_out_dir
+from .qa_task import read_qa_task
 from .step import optimizer_step, seed_step
-from .task_model import (TASK_FILE, TaskInfo, build_task_model, read_task_info,
-                         save_task_model)
-from .task_predictions import predict_encoded, task_scores_of
+from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_model
 from .task_step import task_forward_backward
 
 MAX_SEED = 2 ** 32 - 1
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
+TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
 
 
 @dataclasses.dataclass
@@ -46,6 +48,10 @@ class FinetuneOptions:
     lr None picks the learning rate by model size: 1e-4 for models up to 256 hidden
     units (the book's NLI chapter, bert.small) and 3e-5 for larger ones (BERT-base,
     GluonNLP's and Google's recipes). warmup is the share of all steps.
+
+    max_len None means 384 for the SQuAD tasks (one question and passage window, as
+    Google's BERT, GluonNLP and Hugging Face) and 128 for the others; doc_stride and
+    max_query_len only concern the SQuAD tasks (`data.squad.windows`).
     """
     task: str = None
     model: str = None
@@ -55,7 +61,9 @@ class FinetuneOptions:
     label_type: str = 'class'
     epochs: int = 3
     batch_size: int = 32
-    max_len: int = 128
+    max_len: int = None
+    doc_stride: int = DOC_STRIDE
+    max_query_len: int = MAX_QUERY_LEN
     lr: float = None
     warmup: float = 0.1
     weight_decay: float = 0.01
@@ -72,6 +80,8 @@ class FinetuneOptions:
     plain: bool = False
 
     def __post_init__(self):
+        if self.max_len is None and self.task in TASK_NAMES:
+            self.max_len = MAX_LEN if self.task in SQUAD_TASKS else TASK_MAX_LEN
         self.validate()
 
     def validate(self):
@@ -87,6 +97,8 @@ class FinetuneOptions:
         for name in ('epochs', 'batch_size', 'log_every', 'keep'):
             check_int(flag(name), getattr(self, name), 1)
         check_int('--max-len', self.max_len, 4)
+        if self.task in SQUAD_TASKS:
+            self.validate_windows()
         check_int('--eval-every', self.eval_every, 0, note=' (0: at the end of each epoch)')
         check_int('--seed', self.seed, 0, MAX_SEED)
         if self.lr is not None:
@@ -102,12 +114,23 @@ class FinetuneOptions:
         for name in ('cpu', 'resume', 'plain', 'progress'):
             check_bool(flag(name), getattr(self, name))
 
+    def validate_windows(self):
+        """A window must leave room for the passage after the question and 3 specials."""
+        check_int('--doc-stride', self.doc_stride, 1)
+        check_int('--max-query-len', self.max_query_len, 1)
+        if self.max_len - self.max_query_len - 3 < 1:
+            raise ValueError(f'--max-query-len {self.max_query_len} leaves no room for the '
+                             f'passage in --max-len {self.max_len} tokens (<cls> question '
+                             '<sep> passage <sep>)')
+
 
 def check_sources(options):
-    """--data and --dev must exist (when given): checked before anything is written."""
+    """--data and --dev must exist (when given; a SQuAD task may also name a SQuAD file
+    to download): checked before anything is written."""
     for name in ('data', 'dev'):
         path = getattr(options, name)
-        if path is not None and not os.path.exists(path):
+        downloadable = options.task in SQUAD_TASKS and path in SQUAD_FILES
+        if path is not None and not os.path.exists(path) and not downloadable:
             raise PretrainError(f'{flag(name)} {path}: no such file or folder')
 
 
@@ -115,30 +138,11 @@ def default_lr(config):
     return SMALL_MODEL_LR if config.num_hiddens <= SMALL_MODEL_HIDDENS else LARGE_MODEL_LR
 
 
-def read_data(options, vocab, max_len):
-    """(train, dev) as (TaskData, encoded examples); dev is (None, None) if the task
-    has none."""
-    train = read_train_split(options.task, options.data, options.label_type)
-    dev = read_dev_split(options.task, options.data, options.dev, train.labels,
-                         options.label_type)
-    if not train.examples:
-        raise PretrainError(f'--data {options.data}: the training set has no examples')
-    encoded_train = encode_task(train, vocab, max_len)
-    encoded_dev = None if dev is None else encode_task(dev, vocab, max_len)
-    return (train, encoded_train), (dev, encoded_dev)
-
-
-def task_info(options, labels):
-    return TaskInfo(options.task, task_head(options.task), labels, options.max_len,
-                    options.dropout, task_metrics(options.task, labels))
-
-
-def start_at_mean(output, encoded_train):
-    """A regression output starts at the mean training target (its bias), so training
-    learns deviations from it: reaching the targets' level through tanh-saturated
-    pooler units instead would flatten the predictions."""
-    mean = sum(example.label for example in encoded_train) / len(encoded_train)
-    output.bias.set_data(output.bias.data() * 0 + mean)
+def read_task(options, vocab):
+    """The task object of the run (see the module doc), its data read and encoded."""
+    if options.task in SQUAD_TASKS:
+        return read_qa_task(options, vocab)
+    return read_labelled_task(options, vocab)
 
 
 def resume_state(checkpoint, info, config, vocab, seed):
@@ -170,8 +174,8 @@ def finetune(options, pretrained):
     if options.max_len > config.max_len:
         raise PretrainError(f'--max-len {options.max_len} exceeds the model\'s '
                             f'{config.max_len} positions')
-    train, dev = read_data(options, vocab, options.max_len)
-    info = task_info(options, train[0].labels)
+    task = read_task(options, vocab)
+    info = task.info
     options.out = options.out or os.path.join('runs', datetime.datetime.now().strftime(
         f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S'))
     out = prepare_out_dir(options)
@@ -186,9 +190,7 @@ def finetune(options, pretrained):
     else:
         bert.collect_params().reset_ctx(ctxs)
         seed_step(options.seed, 0)
-        net.output.initialize(init.Normal(0.02), ctx=ctxs)
-        if info.labels is None:
-            start_at_mean(net.output, train[1])
+        task.initialize_output(net, ctxs)
     if not options.plain:
         fast.accelerate(net)
     net.hybridize(static_alloc=True)
@@ -196,23 +198,24 @@ def finetune(options, pretrained):
     lr = options.lr or default_lr(config)
     trainer = make_trainer(net, 'bertadam', lr, options.weight_decay)
     if options.resume:
-        trainer.load_states(os.path.join(checkpoint, 'trainer.states'))
-    run = FinetuneRun(options, info, net, trainer, ctxs, config, vocab, out, log, lr)
-    return run.train(train[1], dev, state)
+        load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
+    run = FinetuneRun(options, task, net, trainer, ctxs, config, vocab, out, log, lr)
+    return run.train(state)
 
 
 class FinetuneRun:
-    """The training loop of one run, its evaluation and its saving."""
+    """The training loop of one run, its evaluation and its saving; `task` is the
+    task object (see the module doc)."""
 
-    def __init__(self, options, info, net, trainer, ctxs, config, vocab, out, log, lr):
-        self.options, self.info, self.net, self.trainer = options, info, net, trainer
+    def __init__(self, options, task, net, trainer, ctxs, config, vocab, out, log, lr):
+        self.options, self.task, self.net, self.trainer = options, task, net, trainer
         self.ctxs, self.config, self.vocab, self.out, self.log = ctxs, config, vocab, out, log
-        self.lr = lr
+        self.info, self.lr = task.info, lr
 
-    def train(self, encoded_train, dev, state):
+    def train(self, state):
         from tqdm import tqdm
         options = self.options
-        steps_per_epoch = math.ceil(len(encoded_train) / options.batch_size)
+        steps_per_epoch = math.ceil(len(self.task.train) / options.batch_size)
         total_steps = steps_per_epoch * options.epochs
         warmup_steps = round(options.warmup * total_steps)
         progress = tqdm(total=total_steps, initial=state['step'], unit='step',
@@ -221,9 +224,8 @@ class FinetuneRun:
         step, examples, tic = state['step'], 0, time.time()
         for epoch in range(state['epoch'], options.epochs):
             start = state['index'] if epoch == state['epoch'] else 0
-            batches = training_batches(encoded_train, options.batch_size, epoch,
-                                       options.seed, options.max_len, self.vocab.pad_id,
-                                       start)
+            batches = self.task.training_batches(options.batch_size, epoch, options.seed,
+                                                 start)
             for index, batch in enumerate(batches, start + 1):
                 step += 1
                 seed_step(options.seed, step)
@@ -242,7 +244,7 @@ class FinetuneRun:
                     position = ({'epoch': epoch + 1, 'index': 0} if epoch_end
                                 else {'epoch': epoch, 'index': index})
                     state = {**state, **position, 'step': step}
-                    state['best'] = self.evaluate_and_save(dev, state, progress)
+                    state['best'] = self.evaluate_and_save(state, progress)
                     tic = time.time()
         progress.close()
         self.log.plot(('loss',), self.info.metrics, 'dev')
@@ -260,18 +262,15 @@ class FinetuneRun:
         self.log.write(record)
         return record
 
-    def evaluate_and_save(self, dev, state, progress):
+    def evaluate_and_save(self, state, progress):
         """Score the dev set; keep OUT/model if it is the best so far (the last model
         without a dev set); write a checkpoint. Returns the best record so far."""
         best = state['best']
-        dev_data, encoded_dev = dev
-        if dev_data is None:
+        scores = self.task.evaluate(self.net, self.ctxs[0])
+        if scores is None:
             record = {'step': state['step'], 'split': 'dev'}
             is_best = True
         else:
-            predictions, _ = predict_encoded(self.net, self.info, encoded_dev, self.ctxs[0],
-                                             self.vocab.pad_id)
-            scores = task_scores_of(self.info, dev_data, encoded_dev, predictions)
             record = {'step': state['step'], 'split': 'dev', **scores}
             self.log.write(record)
             main = self.info.metrics[0]
@@ -281,7 +280,7 @@ class FinetuneRun:
                 + (' (best so far: saved)' if is_best else ''))
         if is_best:
             save_task_model(os.path.join(self.out, 'model'), self.net, self.config,
-                            self.vocab, self.info)
+                            self.vocab, self.task.model_info(scores))
             best = record
         ckpt.save_checkpoint(self.out, state['step'], self.net, self.trainer, self.config,
                              self.vocab, {**state, 'best': best}, self.options.keep,

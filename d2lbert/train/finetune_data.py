@@ -7,10 +7,15 @@
     conll2003    tagger      CoNLL-2003's 9 tags   entity F1, precision, recall
     csv          classifier  the training file's   accuracy; --label-type number: Pearson,
                              (or a number)         Spearman
+    squad2       question_   an answer span or     SQuAD 2.0's: best_f1 (the F1 at the
+                 answering   none                  null threshold stored), f1, exact, ...
+    squad1       question_   an answer span        SQuAD 1.1's: f1, exact
+                 answering
 
 --data is a folder holding the task's split files under their usual names (or, for
 csv, the training file); without --data SNLI and GLUE are downloaded. The dev set
 is --dev, else the task's dev split in the --data folder (if there is one).
+SQuAD's --data and --dev are JSON files (`qa_task` reads them).
 """
 import os
 
@@ -18,7 +23,13 @@ from ..data.tasks import GLUE_LAYOUTS, load_task, read_task_file
 from ..data.tasks.load import read_task_split
 from .task_metrics import TASK_METRICS
 
-TASK_NAMES = ('snli', *(f'glue/{name}' for name in GLUE_LAYOUTS), 'conll2003', 'csv')
+# SQuAD: the training and dev files downloaded when --data is not given
+SQUAD_TASKS = {'squad2': ('train-v2.0.json', 'dev-v2.0.json'),
+               'squad1': ('train-v1.1.json', 'dev-v1.1.json')}
+SQUAD_METRICS = {'squad2': ('best_f1', 'f1', 'exact', 'HasAns_f1', 'NoAns_f1'),
+                 'squad1': ('f1', 'exact')}
+TASK_NAMES = ('snli', *(f'glue/{name}' for name in GLUE_LAYOUTS), 'conll2003', 'csv',
+              *SQUAD_TASKS)
 LABEL_TYPES = ('class', 'number')
 DEV_SPLITS = {'glue/mnli': 'dev_matched'}
 
@@ -29,11 +40,15 @@ def data_task(task):
 
 
 def task_head(task):
+    if task in SQUAD_TASKS:
+        return 'question_answering'
     return 'tagger' if task == 'conll2003' else 'classifier'
 
 
 def task_metrics(task, labels):
     """The metrics of a task (see the module doc); labels None means regression."""
+    if task in SQUAD_TASKS:
+        return SQUAD_METRICS[task]
     if task == 'csv':
         return ('accuracy',) if labels is not None else ('pearson', 'spearman')
     return TASK_METRICS[data_task(task)]

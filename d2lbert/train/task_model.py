@@ -3,7 +3,9 @@ trained for, in one folder that `d2lbert predict` (and `load_task_model`) reads:
 
     FOLDER/  config.json   the encoder's BERTConfig
              vocab.json    the vocabulary (or vocab.txt + tokenizer_config.json)
-             task.json     `TaskInfo`: task, head, labels, max_len, dropout, metric
+             task.json     `TaskInfo`: task, head, labels, max_len, dropout, metrics
+                           (question answering: also doc_stride, max_query_len and
+                           the null threshold)
              model.params  the parameters of the task model (encoder and head)
              manifest.json every file's size and SHA-1 (see `checkpoint`)
 """
@@ -15,7 +17,7 @@ from typing import Optional, Tuple
 import mxnet as mx
 
 from ..data.vocab_files import load_vocab
-from ..model import BERTClassifier, BERTModel, BERTTagger
+from ..model import BERTClassifier, BERTForQuestionAnswering, BERTModel, BERTTagger
 from . import checkpoint as ckpt
 
 TASK_FILE = 'task.json'
@@ -25,13 +27,20 @@ TASK_FILE = 'task.json'
 class TaskInfo:
     """What a task model was trained for.
 
-    task: the task's name ('snli', 'glue/mrpc', 'conll2003', 'csv', ...).
-    head: 'classifier' (a class or, without labels, a number per text or pair) or
-        'tagger' (a tag per word).
-    labels: the class names or tags in id order; None for regression.
-    max_len: the longest input, in tokens, it was trained on.
+    task: the task's name ('snli', 'glue/mrpc', 'conll2003', 'csv', 'squad2', ...).
+    head: 'classifier' (a class or, without labels, a number per text or pair),
+        'tagger' (a tag per word) or 'question_answering' (an answer span).
+    labels: the class names or tags in id order; None for regression and question
+        answering.
+    max_len: the longest input, in tokens, it was trained on (question answering:
+        a window's).
     dropout: the head's dropout.
     metrics: the task's metrics, the first one chosen the best checkpoint.
+    doc_stride, max_query_len: question answering's windows (see
+        ``data.squad.windows``); None for the other heads.
+    null_threshold: question answering: answer '' when the null odds exceed it
+        (``qa_predictions.best_answers``); the model folder holds the threshold
+        chosen on the dev set, None (meaning 0) elsewhere.
     """
     task: str
     head: str
@@ -39,6 +48,9 @@ class TaskInfo:
     max_len: int
     dropout: float = 0.1
     metrics: Tuple[str, ...] = ('accuracy',)
+    doc_stride: Optional[int] = None
+    max_query_len: Optional[int] = None
+    null_threshold: Optional[float] = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -59,7 +71,10 @@ def build_task_model(bert, info):
         return BERTClassifier(bert, len(info.labels) if info.labels else 1, info.dropout)
     if info.head == 'tagger':
         return BERTTagger(bert, len(info.labels), info.dropout)
-    raise ValueError(f'unknown task head {info.head!r} (classifier or tagger)')
+    if info.head == 'question_answering':
+        return BERTForQuestionAnswering(bert)
+    raise ValueError(f'unknown task head {info.head!r} (classifier, tagger or '
+                     'question_answering)')
 
 
 def save_task_model(folder, net, config, vocab, info):
@@ -76,17 +91,22 @@ def read_task_info(folder):
         return TaskInfo.from_dict(json.load(f))
 
 
-def load_task_model(folder, ctx=None):
-    """(net, config, vocab, info) of a task model folder (or of a fine-tuning checkpoint),
-    every file checked against its manifest; net on ctx (default CPU), not hybridized."""
+def load_task_info(folder):
+    """The `TaskInfo` of a task model folder; a CheckpointError if it is none."""
     if not is_task_model(folder):
         raise ckpt.CheckpointError(f'{folder} is not a fine-tuned model folder (it has no '
                                    f'{TASK_FILE}; `d2lbert finetune --out` writes one in '
                                    'OUT/model)')
+    return read_task_info(folder)
+
+
+def load_task_model(folder, ctx=None):
+    """(net, config, vocab, info) of a task model folder (or of a fine-tuning checkpoint),
+    every file checked against its manifest; net on ctx (default CPU), not hybridized."""
+    info = load_task_info(folder)
     ckpt.verify_checkpoint(folder)
     config = ckpt.read_config(folder)
     vocab = load_vocab(folder)
-    info = read_task_info(folder)
     net = build_task_model(BERTModel.from_config(config), info)
     net.load_parameters(os.path.join(folder, 'model.params'), ctx=ctx or mx.cpu())
     return net, config, vocab, info

@@ -69,10 +69,12 @@ class QAWindow(NamedTuple):
 
 def window_starts(num_tokens, window_size, doc_stride):
     """The first passage token of each window: 0, doc_stride, 2 doc_stride, ...
-    until a window of window_size tokens reaches the passage's end."""
+    until a window of window_size tokens reaches the passage's end. A stride longer
+    than a window would skip tokens: the stride is then the window (as in Google's
+    BERT and GluonNLP)."""
     starts = [0]
     while starts[-1] + window_size < num_tokens:
-        starts.append(starts[-1] + doc_stride)
+        starts.append(starts[-1] + min(doc_stride, window_size))
     return starts
 
 
@@ -94,7 +96,8 @@ def make_windows(examples, vocab, max_len=MAX_LEN, doc_stride=DOC_STRIDE,
             whose first answer is the target); any iterable, e.g. wrapped in tqdm.
         vocab: a ``WordPieceVocab`` or the book's ``Vocab`` (see :mod:`.tokenize`).
         max_len: the most tokens of a window, specials included.
-        doc_stride: how far each window starts after the previous one, in tokens.
+        doc_stride: how far each window starts after the previous one, in tokens (at
+            most a window's passage tokens).
         max_query_len: the most question tokens (the rest is cut off).
         with_labels: label each window (see the module doc); False for questions
             whose answer is not known (labels None).
