@@ -3,7 +3,8 @@
 Each kernel runs forward and backward (autograd) on the book's benchmark shapes:
 the batch of `configs.random_batch('book')` packed to its valid tokens, 128 hidden
 units, 2 heads; the masked-LM log-sum-exp on one eighth of a 20,256-word vocabulary
-for 5,120 slots. The attention kernel does matrix products, so it is reported in
+for 5,120 slots; the optimizer's step (norm, then the fused Adam update) on a
+30,522 x 256 token embedding (`bert.small`'s, the largest parameter fine-tuning updates). The attention kernel does matrix products, so it is reported in
 GFLOP/s (forward 4 L^2 d per example and head, backward 10 L^2 d with the
 recomputed scores) against the GEMM rate of the same run; the others only stream
 memory, so they are reported in GB/s (every input and output read or written once,
@@ -70,10 +71,26 @@ def kernel_rates(repeats=5):
         # forward: logits in; backward: logits in, dlogits out
         'log_sum_exp': stream(timed(kernels.log_sum_exp, [logits]), 3 * logits.size * 4),
     }
+    results['adam_step'] = stream(adam_step_seconds(array, repeats), 9 * 30522 * 256 * 4)
     big, copied = array(64, 1 << 20), array(64, 1 << 20)  # 256 MB each
     copy = best_time(lambda: big.copyto(copied), repeats, mx.nd.waitall)
     results['copy'] = {'seconds': copy, 'gb_per_s': 2 * big.size * 4 / copy / 1e9}
     return results
+
+
+def adam_step_seconds(array, repeats):
+    """Best time of the fused optimizer's norm and update of one 30522 x 256 parameter:
+    the norm reads the gradient, the update reads weight, gradient and both moments
+    and writes all four (9 arrays' bytes)."""
+    import mxnet as mx
+    weight, grad, mean, var = (array(30522, 256).as_nd_ndarray() for _ in range(4))
+
+    def run():
+        norm = mx.nd.sqrt(mx.nd.d2lbert_sum_squares(grad, num_arrays=1))
+        scale = mx.nd.minimum(1.0 / (norm + 1e-6), 1.0)
+        mx.nd.d2lbert_adam_update(weight, grad, mean, var, scale, lr=1e-4, wd=0.01,
+                                  decoupled=1)
+    return best_time(run, repeats, mx.nd.waitall)
 
 
 def kernel_block(function):
