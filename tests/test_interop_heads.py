@@ -264,15 +264,18 @@ def test_import_errors_name_the_problem(case, changes, message, tmp_path):
         from_huggingface(directory)
 
 
-def test_convert_a_fine_tuned_model_folder(tmp_path):
+@pytest.mark.parametrize('head,task,labels,auto_class', [
+    ('classifier', 'csv', LABELS, 'AutoModelForSequenceClassification'),
+    ('question_answering', 'squad2', None, 'AutoModelForQuestionAnswering')])
+def test_convert_a_fine_tuned_model_folder(head, task, labels, auto_class, tmp_path):
     from d2lbert.train.task_model import TaskInfo, save_task_model
-    net, config, vocab = d2lbert_task_model('classifier')
+    net, config, vocab = d2lbert_task_model(head)
     folder = str(tmp_path / 'model')
-    save_task_model(folder, net, config, vocab, TaskInfo('csv', 'classifier', LABELS, 40))
+    save_task_model(folder, net, config, vocab, TaskInfo(task, head, labels, 40))
     convert_to_hf(folder, str(tmp_path / 'hf'))
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(
-        str(tmp_path / 'hf')).eval()
-    assert model.config.id2label == dict(enumerate(LABELS))
+    model = getattr(transformers, auto_class).from_pretrained(str(tmp_path / 'hf')).eval()
+    if labels:
+        assert model.config.id2label == dict(enumerate(labels))
     assert_same_logits(net, model)
     with pytest.raises(ValueError, match='model is a fine-tuned model'):
         d2lbert.load_pretrained(folder)  # it is not a pretrained one

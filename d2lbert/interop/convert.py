@@ -57,7 +57,8 @@ def convert_to_hf(model_dir, out_dir):
 
 def convert_task_model_to_hf(model_dir, out_dir):
     """A fine-tuned model folder (`d2lbert finetune`'s OUT/model, or one of its
-    checkpoints) -> a Hugging Face `BertForSequenceClassification` or
-    `BertForTokenClassification` directory, the task's labels as its id2label."""
+    checkpoints) -> a Hugging Face `BertForSequenceClassification`,
+    `BertForTokenClassification` or `BertForQuestionAnswering` directory, the task's
+    labels as its id2label."""
     net, config, vocab, info = load_task_model(model_dir)
     to_huggingface(net, config, vocab, out_dir, labels=info.labels)
