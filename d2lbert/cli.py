@@ -331,11 +331,15 @@ def add_bench_parser(subparsers):
                     'process), model FLOP/s against the measured GEMM rate, end to end on '
                     'real text and the data pipeline; fine-tuning steps on sentence pairs '
                     'against the book\'s NLI chapter and transformers\' '
-                    'BertForSequenceClassification; every figure a ratio from the same run.')
+                    'BertForSequenceClassification; SQuAD steps on 384-token windows '
+                    'against transformers\' BertForQuestionAnswering; every figure a ratio '
+                    'from the same run.')
     parser.add_argument('--configs', default=None,
-                        help='comma-separated parts: the pretraining sizes book, small and '
-                             'finetune, the fine-tuning line (default: book,small,finetune; '
-                             'finetune alone skips the pretraining-only parts)')
+                        help='comma-separated parts: the pretraining sizes book and small, '
+                             'finetune (sentence-pair fine-tuning) and squad (SQuAD, '
+                             '384-token windows) (default: book,small,finetune,squad; '
+                             'without a pretraining size the pretraining-only parts are '
+                             'skipped)')
     parser.add_argument('--steps', type=int, default=None,
                         help='timed steps per implementation and size (default: 10; '
                              '--quick: 2)')

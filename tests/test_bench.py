@@ -1,7 +1,9 @@
 """`d2lbert bench`: the FLOP formula; the fine-tuning line's pairs (laid out and cut as
 the book does, SNLI's mean lengths), its three ways of padding them (the book's, the
-one `DataCollatorWithPadding` makes) and its three models' sizes; the report's math;
-and a smoke test of the whole harness.
+one `DataCollatorWithPadding` makes) and its three models' sizes; the SQuAD line's
+windows (full, laid out as `make_windows` lays them out), its batches (the one
+`default_data_collator` makes for `run_qa.py`) and its two models' sizes; the report's
+math; and a smoke test of the whole harness.
 
 No timing assertions: the quick run only checks that every measurement ran and that the
 JSON report holds every implementation with positive rates.
@@ -17,11 +19,15 @@ import pytest
 
 from d2lbert.bench import BenchOptions
 from d2lbert.bench.configs import BenchConfig, random_batch
-from d2lbert.bench.finetune_pairs import (CLS_ID, PAD_ID, SEP_ID, get_finetune_config,
+from d2lbert.bench.finetune_pairs import (CLS_ID, FINETUNE_CONFIGS, PAD_ID, SEP_ID,
+                                          get_finetune_config,
                                           sentence_pair, snli_like_lengths,
                                           snli_like_pairs)
 from d2lbert.bench.flops import dense_parameters, step_flops
-from d2lbert.bench.report import evaluate_targets, format_report, markdown_snippet
+from d2lbert.bench.report import (TARGETS, evaluate_targets, finetune_rows, format_report,
+                                  markdown_snippet)
+from d2lbert.bench.squad_windows import (NO_ANSWER_SHARE, SQUAD_CONFIGS, get_squad_config,
+                                         squad_like_windows)
 
 TINY = BenchConfig('tiny', vocab_size=10, num_hiddens=4, ffn_num_hiddens=8, num_heads=2,
                    num_layers=1, seq_len=3, batch_size=2, num_preds=1)
@@ -231,9 +237,111 @@ def test_bench_options_select_the_finetuning_line():
     options = BenchOptions(configs=('finetune',), only=('d2lbert', 'transformers'))
     assert options.finetune_config == 'bert.small'
     assert BenchOptions.quick_options().finetune_config == 'quick'
+    assert 'squad' in BenchOptions().configs and 'squad' in BenchOptions.quick_options().configs
+    assert BenchOptions(configs=('small', 'squad')).configs == ('small', 'squad')
     for field, value in (('configs', ('finetunes',)), ('only', ('pytorch',))):
         with pytest.raises(ValueError, match=f'--{field}'):
             BenchOptions(**{field: value})
+
+
+QUICK_SQUAD = get_squad_config('quick')
+
+
+def test_squad_windows_are_full_and_laid_out_like_make_windows():
+    """Every window is max_len tokens, `<cls> question <sep> passage <sep>` with
+    segments 0 then 1 (as `make_windows` lays them out), its label an answer inside
+    the passage or `<cls>` twice, about NO_ANSWER_SHARE of them `<cls>`; the same
+    windows in every process. Both sizes have the same names (one --configs size)."""
+    assert set(SQUAD_CONFIGS) == set(FINETUNE_CONFIGS)
+    config = get_squad_config('bert.small')
+    assert (config.max_len, config.batch_size, config.num_hiddens) == (384, 32, 256)
+    windows = squad_like_windows(QUICK_SQUAD, 3000, seed=5)
+    assert squad_like_windows(QUICK_SQUAD, 50, seed=5) == squad_like_windows(QUICK_SQUAD,
+                                                                            50, seed=5)
+    for window in windows:
+        question_len = window.passage_start - 2
+        assert window.valid_len == len(window.segments) == QUICK_SQUAD.max_len
+        assert window.token_ids[0] == CLS_ID and window.token_ids[-1] == SEP_ID
+        assert window.token_ids[question_len + 1] == SEP_ID
+        assert window.segments == [0] * (question_len + 2) + [1] * (
+            QUICK_SQUAD.max_len - question_len - 2)
+        assert len(window.passage_offsets) == QUICK_SQUAD.max_len - question_len - 3
+        start, end = window.label
+        assert (start, end) == (0, 0) or (
+            window.is_passage(start) and window.is_passage(end) and start <= end)
+    no_answer = onp.mean([window.label == (0, 0) for window in windows])
+    assert abs(no_answer - NO_ANSWER_SHARE) < 0.03
+
+
+def test_squad_batches_are_the_loops_and_run_qas():
+    """d2lbert's batches are `d2lbert finetune --task squad2`'s (`qa_training_batches`),
+    transformers' the tensors `default_data_collator` makes of `run_qa.py`'s features
+    (padded to max_length); both hold the same windows, all full width."""
+    from transformers import default_data_collator
+    from d2lbert.bench import squad_d2lbert, squad_transformers
+    from d2lbert.data.squad import qa_training_batches
+    config = QUICK_SQUAD
+    windows = squad_like_windows(config, 3 * config.batch_size, seed=6)
+    ours = squad_d2lbert.host_batches(config, windows)
+    loop = list(qa_training_batches(windows, config.batch_size, 0, 0, config.max_len, PAD_ID))
+    assert all((a.tokens == b.tokens).all() and (a.labels == b.labels).all()
+               for a, b in zip(ours, loop)) and len(ours) == len(loop)
+    theirs = squad_transformers.host_batches(config, windows)
+    for batches in (ours, theirs):
+        assert {batch.tokens.shape for batch in batches} == {(config.batch_size,
+                                                               config.max_len)}
+        rows = [(tuple(b.tokens[i]), tuple(b.segments[i]), tuple(b.labels[i]))
+                for b in batches for i in range(len(b.valid_lens))]
+        assert sorted(rows) == sorted((tuple(w.token_ids), tuple(w.segments), w.label)
+                                      for w in windows)
+    features = [{'input_ids': w.token_ids, 'token_type_ids': w.segments,
+                 'attention_mask': [1] * w.valid_len, 'start_positions': w.label[0],
+                 'end_positions': w.label[1]} for w in windows[:config.batch_size]]
+    expected = default_data_collator(features)
+    collated = squad_transformers.collated(theirs[0])
+    assert sorted(collated) == sorted(expected)
+    for name, tensor in expected.items():
+        assert collated[name].dtype == tensor.dtype and collated[name].equal(tensor), name
+
+
+def test_the_two_question_answering_models_have_the_same_size():
+    """d2lbert's `BERTForQuestionAnswering` (on the fast path) and transformers' have
+    the same trainable parameters but transformers' embedding LayerNorm; neither has
+    a pooler."""
+    import mxnet as mx
+    from d2lbert import fast
+    from d2lbert.bench.squad_d2lbert import d2lbert_question_answering
+    from d2lbert.bench.squad_transformers import transformers_question_answering
+    ours, _ = d2lbert_question_answering(QUICK_SQUAD, mx.cpu())
+    assert fast.is_fast(ours.encoder)
+    theirs = transformers_question_answering(QUICK_SQUAD)
+    assert trainable_size(p.shape for p in ours.collect_params().values()) + \
+        2 * QUICK_SQUAD.num_hiddens == trainable_size(
+            p.shape for p in theirs.parameters() if p.requires_grad)
+
+
+def test_squad_line_reports_windows_without_a_target():
+    """The SQuAD table: windows/s, ms/step, d2lbert / transformers, peak RSS, in the
+    report and the README snippet; an error is a row; the issue asks for figures, so
+    no target is added."""
+    results = finetune_results('bert.small', 60.0, 15.0, 50.0)
+    run = lambda rate: {'pairs_per_s': rate, 'step_seconds': 32 / rate,  # noqa: E731
+                        'peak_rss_mb': 1500.0}
+    results['squad'] = {'bert.small': {
+        'config': get_squad_config('bert.small').to_dict(), 'pairs': 320,
+        'mean_pair_tokens': 384.0, 'd2lbert': run(20.0), 'transformers': run(16.0)}}
+    snippet = markdown_snippet(results)
+    assert '| config | impl | windows/s | ms/step | d2lbert is | peak RSS MB |' in snippet
+    assert '| bert.small | d2lbert | 20.0 | 1600 | 1.00x | 1500 |' in snippet
+    assert '| bert.small | transformers | 16.0 | 2000 | 1.25x | 1500 |' in snippet
+    assert 'the same 320 windows of 384 tokens, batch 32' in snippet
+    assert 'SQuAD training step' in format_report(results)
+    assert finetune_rows(results)[0][:5] == ['bert.small', 'd2lbert', '60.0', '1067', '1.00x']
+    results['squad']['bert.small']['transformers'] = {'error': 'boom'}
+    assert finetune_rows(results, 'squad')[1] == ['bert.small', 'transformers', 'error',
+                                                  '', '', '']
+    assert len(evaluate_targets(results)) == len(TARGETS)
+    assert not any('squad' in text.lower() for text, _, _ in TARGETS)
 
 
 def write_tiny_wikitext(path, seed=0):
@@ -282,6 +390,17 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
         assert run['real_tokens_per_s'] == pytest.approx(
             run['pairs_per_s'] * finetune['mean_pair_tokens'])
     assert finetune['transformers']['threads'] == 1
+    squad = results['squad']['quick']
+    assert squad['pairs'] == 2 * QUICK_SQUAD.batch_size and 'd2l' not in squad
+    assert squad['mean_pair_tokens'] == QUICK_SQUAD.max_len
+    for impl in ('d2lbert', 'transformers'):
+        run = squad[impl]
+        assert 'error' not in run, run
+        assert run['line'] == 'squad' and run['steps'] == 2 and run['omp_num_threads'] == '1'
+        assert run['pairs_per_s'] > 0 and run['peak_rss_mb'] > 0
+        assert run['mean_width'] == QUICK_SQUAD.max_len and run['real_share'] == 1.0
+    for row in finetune_rows(results, 'squad'):
+        assert '| ' + ' | '.join(row) + ' |' in done.stdout
     assert finetune['d2l']['mean_width'] == QUICK_FINETUNE.max_len
     assert finetune['transformers']['mean_width'] < QUICK_FINETUNE.max_len
     # The targets of the quick sizes are not measured, the real-text ones are.

@@ -9,6 +9,9 @@ thread count (absolute times on a shared machine are noisy; ratios much less so)
   `--configs`): d2lbert's `BERTClassifier`, the book's NLI chapter and `transformers`'
   `BertForSequenceClassification`, bert.small's size, the same SNLI-like pairs
   (`finetune_pairs.py`), each padded its own way;
+* SQuAD training steps (`squad_*.py`, the 'squad' entry): d2lbert's
+  `BERTForQuestionAnswering` and `transformers`' `BertForQuestionAnswering`,
+  bert.small's size, the same full 384-token windows (`squad_windows.py`);
 * model FLOP/s (`flops.py`) as a fraction of the fp32 GEMM rate MXNet reaches here
   (`gemm.py`);
 * end to end on real text (`end_to_end.py`) and the data pipeline alone
@@ -29,14 +32,13 @@ import tempfile
 
 from ..util.options import check_bool, check_choice, check_choices, check_int, check_text
 from .configs import CONFIGS, get_config, random_batch
-from .finetune_pairs import FINETUNE_CONFIGS, benchmark_pairs, get_finetune_config
+from .finetune_lines import FINETUNE, FINETUNE_MODULES, SQUAD, finetune_examples
+from .finetune_pairs import FINETUNE_CONFIGS
 from .flops import step_flops
 from .machine import describe_machine
 
 PRETRAINING_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
-FINETUNE_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'transformers')
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp', 'transformers')
-FINETUNE = 'finetune'   # the `--configs` entry of the fine-tuning line
 
 
 @dataclasses.dataclass
@@ -44,7 +46,7 @@ class BenchOptions:
     """What `d2lbert bench` runs (the CLI flags). Constructing it checks every setting:
     a bad one raises a `ValueError` naming its flag (or field, for settings without
     a flag)."""
-    configs: tuple = ('book', 'small', FINETUNE)
+    configs: tuple = ('book', 'small', FINETUNE, SQUAD)
     steps: int = 10
     warmup: int = 3
     threads: int = 2
@@ -55,7 +57,7 @@ class BenchOptions:
     e2e_batch_size: int = 512
     e2e_max_len: int = 64
     e2e_config: str = 'book'
-    finetune_config: str = 'bert.small'
+    finetune_config: str = 'bert.small'   # both lines' size: same names in SQUAD_CONFIGS
     quick: bool = False
 
     def __post_init__(self):
@@ -63,7 +65,7 @@ class BenchOptions:
 
     def validate(self):
         """Raise a `ValueError` naming the first invalid setting."""
-        check_choices('--configs', self.configs, tuple(CONFIGS) + (FINETUNE,))
+        check_choices('--configs', self.configs, tuple(CONFIGS) + (FINETUNE, SQUAD))
         check_int('--steps', self.steps, 1)
         check_int('--threads', self.threads, 1)
         check_device(self.device)
@@ -81,7 +83,7 @@ class BenchOptions:
     @classmethod
     def quick_options(cls, **overrides):
         """Tiny sizes for the test suite: checks the harness, not the speed."""
-        values = dict(configs=('quick', FINETUNE), steps=2, warmup=1, e2e_steps=2,
+        values = dict(configs=('quick', FINETUNE, SQUAD), steps=2, warmup=1, e2e_steps=2,
                       e2e_batch_size=16, e2e_max_len=32, e2e_config='quick',
                       finetune_config='quick', quick=True)
         return cls(**{**values, **overrides})
@@ -112,7 +114,7 @@ def run_worker(task, threads, log=print):
 def bench_steps(options, log=print):
     """Training-step throughput of each implementation on each config."""
     results = {}
-    for name in (name for name in options.configs if name != FINETUNE):
+    for name in (name for name in options.configs if name in CONFIGS):
         config = get_config(name)
         valid_lens = random_batch(config)['valid_lens']
         results[name] = {'config': config.to_dict(), 'flops': step_flops(config, valid_lens)}
@@ -125,20 +127,20 @@ def bench_steps(options, log=print):
     return results
 
 
-def bench_finetune(options, log=print):
-    """Fine-tuning-step throughput of each implementation on the same sentence pairs;
-    transformers (PyTorch's CPU build) only on the CPU."""
+def bench_finetune(options, log=print, line=FINETUNE):
+    """Fine-tuning-step throughput of each implementation of `line` (FINETUNE: sentence
+    pairs, SQUAD: SQuAD windows) on the same examples; transformers (PyTorch's CPU
+    build) only on the CPU."""
     name = options.finetune_config
-    config = get_finetune_config(name)
-    _, timed = benchmark_pairs(config, options.steps, options.warmup)
+    config, _, timed = finetune_examples(line, name, options.steps, options.warmup)
     runs = {'config': config.to_dict(), 'pairs': len(timed),
             'mean_pair_tokens': sum(pair.valid_len for pair in timed) / len(timed)}
-    for impl in (i for i in FINETUNE_IMPLEMENTATIONS if i in options.only):
+    for impl in (i for i in FINETUNE_MODULES[line] if i in options.only):
         if impl == 'transformers' and options.device != 'cpu':
             continue
-        log(f'fine-tuning: {name} / {impl} ...')
+        log(f'fine-tuning ({line}): {name} / {impl} ...')
         runs[impl] = run_worker(
-            {'kind': 'finetune', 'impl': impl, 'config_name': name,
+            {'kind': 'finetune', 'line': line, 'impl': impl, 'config_name': name,
              'steps': options.steps, 'warmup': options.warmup,
              'device': options.device}, options.threads, log)
     return {name: runs}
@@ -170,8 +172,9 @@ def run_benchmarks(options, log=print):
     results['gemm'] = run_worker({'kind': 'gemm', 'm': m, 'k': k, 'n': n,
                                   'device': options.device}, options.threads, log)
     results['steps'] = bench_steps(options, log)
-    results['finetune'] = bench_finetune(options, log) if FINETUNE in options.configs else None
-    if options.device != 'cpu' and FINETUNE in options.configs:
+    for line in (FINETUNE, SQUAD):
+        results[line] = bench_finetune(options, log, line) if line in options.configs else None
+    if options.device != 'cpu' and {FINETUNE, SQUAD} & set(options.configs):
         results['notes'].append("transformers runs on PyTorch's CPU build: not measured "
                                 f'on {options.device}')
     if not any(name in CONFIGS for name in options.configs):

@@ -6,30 +6,45 @@ memory (shapes change from batch to batch), gradients added (grad_req 'add'), a
 BERTAdam trainer. The batches are the fine-tuning loop's (`training_batches`, which
 sorts lengths into buckets and pads each batch to about its longest pair).
 `finetune_step` is the body of the loop for one batch, without the learning-rate
-schedule and the logging: keep both in line with `d2lbert.train.finetune`.
+schedule and the logging: keep both in line with `d2lbert.train.finetune`. The SQuAD
+line (`squad_d2lbert`) sets up and steps its model with the same functions.
 """
 CLIP = 1.0   # `d2lbert finetune --clip`'s default
 
 
-def d2lbert_classifier(config, ctx, lr=1e-4):
-    """An initialized `BERTClassifier` of `config`'s size ready to train, and its
-    trainer, set up as `d2lbert finetune` does."""
+def d2lbert_bert(config, ctx):
+    """A `BERTModel` of `config`'s size, initialized as `d2lbert pretrain` does."""
     from mxnet import init
-    from ..fast import accelerate
-    from ..model import BERTClassifier, BERTConfig, BERTModel
-    from ..train.optimizer import make_trainer
+    from ..model import BERTConfig, BERTModel
     bert = BERTModel.from_config(BERTConfig.d2l(
         config.vocab_size, 'book', num_hiddens=config.num_hiddens,
         ffn_num_hiddens=config.ffn_num_hiddens, num_heads=config.num_heads,
         num_layers=config.num_layers, dropout=config.dropout,
         max_len=config.num_positions))
     bert.initialize(init.Normal(0.02), ctx=ctx)
-    net = BERTClassifier(bert, 3, config.dropout)
+    return bert
+
+
+def ready_to_train(net, ctx, lr=1e-4):
+    """`net` (a task model on an initialized BERT) and its trainer, set up as
+    `d2lbert finetune` does: the new output layer initialized, the fast path,
+    hybridized, gradients added, BERTAdam."""
+    from mxnet import init
+    from ..fast import accelerate
+    from ..train.optimizer import make_trainer
     net.output.initialize(init.Normal(0.02), ctx=ctx)
     accelerate(net)
     net.hybridize(static_alloc=True)
     net.collect_params().setattr('grad_req', 'add')
     return net, make_trainer(net, 'bertadam', lr)
+
+
+def d2lbert_classifier(config, ctx, lr=1e-4):
+    """An initialized `BERTClassifier` of `config`'s size ready to train, and its
+    trainer, set up as `d2lbert finetune` does."""
+    from ..model import BERTClassifier
+    return ready_to_train(BERTClassifier(d2lbert_bert(config, ctx), 3, config.dropout),
+                          ctx, lr)
 
 
 def host_batches(config, pairs, seed=0):
@@ -50,14 +65,19 @@ def finetune_step(net, trainer, batch, ctxs, step, clip=CLIP, seed=0):
     optimizer_step(net, trainer, clip)
 
 
-def build_step(config, batches, ctx):
-    """A zero-argument function running one step on the next of `batches` (host
-    `TaskBatch`es, taken in turn)."""
+def training_steps(net, trainer, batches, ctx):
+    """A zero-argument function running one `finetune_step` of `net` on the next of
+    `batches` (host `TaskBatch`es, taken in turn)."""
     import itertools
-    net, trainer = d2lbert_classifier(config, ctx)
     turns = zip(itertools.count(1), itertools.cycle(batches))
 
     def step():
         number, batch = next(turns)
         finetune_step(net, trainer, batch, [ctx], number)
     return step
+
+
+def build_step(config, batches, ctx):
+    """A zero-argument function running one classifier step on the next of `batches`
+    (host `TaskBatch`es, taken in turn)."""
+    return training_steps(*d2lbert_classifier(config, ctx), batches, ctx)

@@ -9,38 +9,53 @@ padded to its longest pair, as `DataCollatorWithPadding` does: int64 `input_ids`
 every step. A step is what its `Trainer` does per batch: forward with the labels
 (cross-entropy), backward, gradient norm clipped at 1.0, AdamW (lr 1e-4, weight
 decay 0.01), gradients zeroed. PyTorch computes synchronously: no wait is needed.
+The SQuAD line (`squad_transformers`) builds and steps its model with the same functions.
 """
 import os
 
 MAX_GRAD_NORM = 1.0   # `TrainingArguments.max_grad_norm`'s default
 
 
-def transformers_classifier(config, seed=0):
-    """A randomly initialized `BertForSequenceClassification` of `config`'s size."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-    from .finetune_pairs import NUM_LABELS, PAD_ID
-    torch.manual_seed(seed)
-    return BertForSequenceClassification(BertConfig(
+def bert_config(config, **head):
+    """transformers' `BertConfig` of `config`'s size (the book's ReLU, its dropout),
+    with the settings of the task head (`head`, e.g. num_labels)."""
+    from transformers import BertConfig
+    from .finetune_pairs import PAD_ID
+    return BertConfig(
         vocab_size=config.vocab_size, hidden_size=config.num_hiddens,
         num_hidden_layers=config.num_layers, num_attention_heads=config.num_heads,
         intermediate_size=config.ffn_num_hiddens, hidden_act='relu',
         hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout,
         max_position_embeddings=config.num_positions, type_vocab_size=2,
-        num_labels=NUM_LABELS, pad_token_id=PAD_ID))
+        pad_token_id=PAD_ID, **head)
 
 
-def collated(batch):
-    """The tensors `DataCollatorWithPadding` makes, from a host `TaskBatch` padded to
-    its longest pair."""
+def transformers_classifier(config, seed=0):
+    """A randomly initialized `BertForSequenceClassification` of `config`'s size."""
+    import torch
+    from transformers import BertForSequenceClassification
+    from .finetune_pairs import NUM_LABELS
+    torch.manual_seed(seed)
+    return BertForSequenceClassification(bert_config(config, num_labels=NUM_LABELS))
+
+
+def encoder_inputs(batch):
+    """`input_ids`, `token_type_ids` and `attention_mask` (1 on real tokens) of a host
+    `TaskBatch`, as int64 tensors."""
     import numpy as onp
     import torch
     positions = onp.arange(batch.tokens.shape[1])
     attention_mask = (positions[None, :] < batch.valid_lens[:, None]).astype('int64')
     return {'input_ids': torch.tensor(batch.tokens, dtype=torch.long),
             'token_type_ids': torch.tensor(batch.segments, dtype=torch.long),
-            'attention_mask': torch.tensor(attention_mask),
-            'labels': torch.tensor(batch.labels, dtype=torch.long)}
+            'attention_mask': torch.tensor(attention_mask)}
+
+
+def collated(batch):
+    """The tensors `DataCollatorWithPadding` makes, from a host `TaskBatch` padded to
+    its longest pair."""
+    import torch
+    return {**encoder_inputs(batch), 'labels': torch.tensor(batch.labels, dtype=torch.long)}
 
 
 def training_step(model, optimizer, inputs):
@@ -60,18 +75,23 @@ def host_batches(config, pairs):
     return [padded_to_longest(chunk) for chunk in in_order(pairs, config.batch_size)]
 
 
-def build_step(config, batches, lr=1e-4):
-    """A zero-argument function running one step on the next of `batches` (host
-    `TaskBatch`es, taken in turn), on as many threads as OMP_NUM_THREADS says (the
-    benchmark sets it for every implementation)."""
+def training_steps(model, collate, batches, lr=1e-4):
+    """A zero-argument function running one `training_step` of `model` on the next of
+    `batches` (host `TaskBatch`es, taken in turn, made tensors by `collate`), on as
+    many threads as OMP_NUM_THREADS says (the benchmark sets it for every
+    implementation)."""
     import itertools
     import torch
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', torch.get_num_threads())))
-    model = transformers_classifier(config)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     turns = itertools.cycle(batches)
-    return lambda: training_step(model, optimizer, collated(next(turns)))
+    return lambda: training_step(model, optimizer, collate(next(turns)))
+
+
+def build_step(config, batches, lr=1e-4):
+    """A zero-argument function running one classifier step on the next of `batches`."""
+    return training_steps(transformers_classifier(config), collated, batches, lr)
 
 
 def attention_implementation():

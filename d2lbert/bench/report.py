@@ -2,6 +2,7 @@
 snippet."""
 import os
 
+from .finetune_lines import FINETUNE, SQUAD
 from .machine import machine_line
 
 # (description, where to find the measured ratio, the ratio to reach)
@@ -32,10 +33,10 @@ def step_ratio(results, config, impl):
     return ours['pairs_per_s'] / theirs['pairs_per_s']
 
 
-def finetune_ratio(results, config, impl):
-    """d2lbert's fine-tuning pairs/s divided by `impl`'s, on `config` (None if either is
-    missing)."""
-    runs = (results.get('finetune') or {}).get(config, {})
+def finetune_ratio(results, config, impl, line=FINETUNE):
+    """d2lbert's fine-tuning pairs/s (SQuAD: windows/s) divided by `impl`'s, on
+    `config` of fine-tuning line `line` (None if either is missing)."""
+    runs = (results.get(line) or {}).get(config, {})
     ours, theirs = runs.get('d2lbert'), runs.get(impl)
     if not (_ok(ours) and _ok(theirs)):
         return None
@@ -121,22 +122,28 @@ FINETUNE_HEADER = ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
                    'padded width (mean)', 'real tokens', 'peak RSS MB']
 
 
-def finetune_rows(results):
+SQUAD_HEADER = ['config', 'impl', 'windows/s', 'ms/step', 'd2lbert is', 'peak RSS MB']
+HEADERS = {FINETUNE: FINETUNE_HEADER, SQUAD: SQUAD_HEADER}
+
+
+def finetune_rows(results, line=FINETUNE):
     """[config, impl, pairs/s, ms/step, ratio, mean padded width, share of real tokens,
-    peak RSS] of every fine-tuning run."""
+    peak RSS] of every run of fine-tuning line `line`; SQuAD's windows are all full,
+    so its rows have no padding columns (`HEADERS`)."""
     rows = []
-    for name, runs in (results.get('finetune') or {}).items():
+    for name, runs in (results.get(line) or {}).items():
         for impl in ('d2lbert', 'd2l', 'transformers'):
             run = runs.get(impl)
             if run is None:
                 continue
             if not _ok(run):
-                rows.append([name, impl, 'error', '', '', '', '', ''])
+                rows.append([name, impl, 'error'] + [''] * (len(HEADERS[line]) - 3))
                 continue
-            ratio = 1.0 if impl == 'd2lbert' else finetune_ratio(results, name, impl)
+            ratio = 1.0 if impl == 'd2lbert' else finetune_ratio(results, name, impl, line)
+            padding = ([f"{run['mean_width']:.1f}", f"{run['real_share']:.0%}"]
+                       if line == FINETUNE else [])
             rows.append([name, impl, f"{run['pairs_per_s']:.1f}",
-                         f"{run['step_seconds'] * 1000:.0f}", _x(ratio),
-                         f"{run['mean_width']:.1f}", f"{run['real_share']:.0%}",
+                         f"{run['step_seconds'] * 1000:.0f}", _x(ratio), *padding,
                          f"{run['peak_rss_mb']:.0f}"])
     return rows
 
@@ -150,6 +157,23 @@ def finetune_title(results):
             f"chapter, padded to {runs['config']['max_len']}; transformers: "
             "BertForSequenceClassification, padded to each batch's longest; d2lbert: "
             "`d2lbert finetune`'s batches)")
+
+
+def squad_title(results):
+    """What the SQuAD table measures: the size, the windows, the batch."""
+    runs = next(iter(results[SQUAD].values()))
+    config = runs['config']
+    return ("SQuAD training step (question + passage windows, all full: forward + start "
+            "and end cross-entropy + backward + clipping at 1.0 + update; hidden "
+            f"{config['num_hiddens']}, FFN {config['ffn_num_hiddens']}, "
+            f"{config['num_heads']} heads, {config['num_layers']} layers, vocabulary "
+            f"{config['vocab_size']}; the same {runs['pairs']} windows of "
+            f"{config['max_len']} tokens, batch {config['batch_size']}; d2lbert: "
+            "BERTForQuestionAnswering, `d2lbert finetune --task squad2`'s batches and step; "
+            "transformers: BertForQuestionAnswering, AdamW)")
+
+
+TITLES = {FINETUNE: finetune_title, SQUAD: squad_title}
 
 
 def end_to_end_rows(results):
@@ -215,9 +239,10 @@ def format_report(results):
         parts.append('\nTraining step (forward + MLM/NSP losses + backward + Adam):\n' + _table(
             ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
              'model GFLOP/s (of GEMM)', 'peak RSS MB'], step_rows(results)))
-    if results.get('finetune'):
-        parts.append(f'\n{finetune_title(results)}:\n'
-                     + _table(FINETUNE_HEADER, finetune_rows(results)))
+    for line in (FINETUNE, SQUAD):
+        if results.get(line):
+            parts.append(f'\n{TITLES[line](results)}:\n'
+                         + _table(HEADERS[line], finetune_rows(results, line)))
     if kernel_rows(results):
         parts.append("\nd2lbert's kernels:\n" + _table(KERNEL_HEADER, kernel_rows(results)))
     if results.get('end_to_end'):
@@ -260,9 +285,10 @@ def markdown_snippet(results):
         lines += [_markdown_table(['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
                                    'model GFLOP/s (of GEMM)', 'peak RSS MB'],
                                   step_rows(results)), '']
-    if results.get('finetune'):
-        lines += [f'{finetune_title(results)}:', '',
-                  _markdown_table(FINETUNE_HEADER, finetune_rows(results)), '']
+    for line in (FINETUNE, SQUAD):
+        if results.get(line):
+            lines += [f'{TITLES[line](results)}:', '',
+                      _markdown_table(HEADERS[line], finetune_rows(results, line)), '']
     if kernel_rows(results):
         lines += [_markdown_table(KERNEL_HEADER, kernel_rows(results)), '']
     if results.get('end_to_end'):

@@ -14,6 +14,7 @@ import sys
 import warnings
 
 from .configs import get_config, random_batch
+from .finetune_lines import FINETUNE, FINETUNE_MODULES, finetune_examples
 from .timing import peak_rss_mb, time_steps
 
 STEP_MODULES = {'d2lbert': 'step_d2lbert', 'd2l': 'step_d2l', 'gluonnlp': 'step_gluonnlp'}
@@ -41,30 +42,28 @@ def run_step_task(impl, config_name, steps, warmup, device='cpu', seed=0):
             'pairs_per_s': pairs / seconds, 'real_tokens_per_s': real_tokens / seconds}
 
 
-FINETUNE_MODULES = {'d2lbert': 'finetune_d2lbert', 'd2l': 'finetune_book',
-                    'transformers': 'finetune_transformers'}
-
-
-def run_finetune_task(impl, config_name, steps, warmup, device='cpu', seed=0):
-    """Time sentence-pair fine-tuning steps of implementation `impl` on the timed pairs
-    of `benchmark_pairs`, batched and padded its own way (its `host_batches`)."""
+def run_finetune_task(impl, config_name, steps, warmup, device='cpu', seed=0,
+                      line=FINETUNE):
+    """Time fine-tuning steps of implementation `impl` of line `line` (`finetune_lines`)
+    on the line's timed examples (pairs or windows), batched and padded its own way
+    (its `host_batches`)."""
     import importlib
-    from .finetune_pairs import benchmark_pairs, get_finetune_config
-    config = get_finetune_config(config_name)
-    module = importlib.import_module(f'.{FINETUNE_MODULES[impl]}', __package__)
-    warmup_pairs, timed_pairs = benchmark_pairs(config, steps, warmup, seed)
+    config, warmup_pairs, timed_pairs = finetune_examples(line, config_name, steps, warmup,
+                                                          seed)
+    module = importlib.import_module(f'.{FINETUNE_MODULES[line][impl]}', __package__)
     warmup_batches = module.host_batches(config, warmup_pairs)
     timed_batches = module.host_batches(config, timed_pairs)
-    result = {'impl': impl, 'config': config_name, 'steps': len(timed_batches),
+    result = {'impl': impl, 'line': line, 'config': config_name, 'steps': len(timed_batches),
               'warmup': len(warmup_batches)}
     if impl == 'transformers':
         import torch
         import transformers
+        from .finetune_transformers import attention_implementation
         step = module.build_step(config, warmup_batches + timed_batches)
         waitall = lambda: None  # noqa: E731  (PyTorch on the CPU is synchronous)
         result.update(threads=torch.get_num_threads(), torch=torch.__version__,
                       transformers=transformers.__version__,
-                      attention=module.attention_implementation())
+                      attention=attention_implementation())
     else:
         import mxnet as mx
         step = module.build_step(config, warmup_batches + timed_batches, context(device))
