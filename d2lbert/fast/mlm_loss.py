@@ -17,7 +17,9 @@ The logits come from MXNet's FullyConnected, which runs on oneDNN, in
 writes the part's gradient, dL/dz = dL/dlse * softmax, in one more pass, recomputing
 the softmax from the logits. FullyConnected's backward then computes dL/dh = dL/dz W
 and dL/dW = dL/dz^T h, again on oneDNN (MXNet's np.dot runs on OpenBLAS, which on
-CPUs it does not know falls back to slow generic code). Parts keep memory down: the
+CPUs it does not know falls back to slow generic code). Each part's rows of W are a `slice`
+(a copy of contiguous rows, its backward adding into its rows only): MXNet's `split`
+is 40 times slower here (110 ms forward and 110 ms backward for 30,522 x 256 rows). Parts keep memory down: the
 backward pass holds one part's gradient at a time next to the logits, not a second
 copy of all of them. The loss is an ordinary node of the graph: scaling it or adding
 other losses scales or adds its gradient.
@@ -39,10 +41,10 @@ def masked_lm_loss(F, hidden, weight, bias, labels, slot_weights, vocab_size):
       (`predictions` turns them into each slot's most likely token)
     """
     bounds = part_bounds(vocab_size)
-    logits = [F.npx.fully_connected(hidden, w, b, num_hidden=end - start, flatten=False)
-              for w, b, start, end in zip(F.np.split(weight, bounds[1:-1], axis=0),
-                                          F.np.split(bias, bounds[1:-1]),
-                                          bounds[:-1], bounds[1:])]
+    logits = [F.npx.fully_connected(hidden, F.npx.slice(weight, (start, None), (end, None)),
+                                    F.npx.slice(bias, (start,), (end,)),
+                                    num_hidden=end - start, flatten=False)
+              for start, end in zip(bounds[:-1], bounds[1:])]
     part_lse = F.np.stack([kernels.log_sum_exp(F, z) for z in logits], axis=1)
     label_logit = ((hidden * F.np.take(weight, labels, axis=0)).sum(axis=-1)
                    + F.np.take(bias, labels))
