@@ -27,9 +27,12 @@ def gradients(net):
     return {name: p.grad().asnumpy() for name, p in net._collect_params_with_prefix().items()}
 
 
-def loss_and_gradients(net, batch, token_index=None):
+def loss_and_gradients(net, batch, packed=False):
     """The pretraining losses of a host batch and the gradients of their sum."""
-    options = {} if token_index is None else {'token_index': token_index}
+    options = {}
+    if packed:
+        options = {'token_index': np.array(batch.token_index(), dtype='int32'),
+                   'slot_index': np.array(batch.slot_index(), dtype='int32')}
     with autograd.record():
         mlm, nsp = net.pretraining_loss(*on_device(batch), **options)
         (mlm + nsp).backward()
@@ -46,9 +49,8 @@ def test_fast_losses_and_gradients_equal_the_books(arch, packed, hybridize):
     for net in (book, quick):
         if hybridize:
             net.hybridize(static_alloc=True, static_shape=True)
-    index = np.array(batch.token_index(), dtype='int32') if packed else None
     expected_losses, expected_grads = loss_and_gradients(book, batch)
-    losses, grads = loss_and_gradients(quick, batch, index)
+    losses, grads = loss_and_gradients(quick, batch, packed)
     assert set(quick.objectives()) == {(False, packed)}
     assert_close(losses, expected_losses)
     assert set(grads) == set(expected_grads)

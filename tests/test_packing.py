@@ -25,6 +25,36 @@ def test_token_index_lists_the_valid_tokens_then_pads():
     assert len(index) == 336 and (index[321:] == 0).all() and index[320] == 63 * 8 + 5
 
 
+def test_slot_index_lists_the_real_slots_then_a_padding_one():
+    weights = onp.array([[1, 1, 0], [1, 0, 0]], dtype='float32')
+    # 6 slots, granule 1: the 3 real ones
+    assert packing.slot_index(weights).tolist() == [0, 1, 3]
+    weights = onp.ones((64, 4), dtype='float32')  # 256 slots, granule 8
+    assert packing.slot_index(weights).tolist() == list(range(256))
+    weights[5, 1:] = 0  # 253 real slots -> 256 entries, the last 3 a padding slot
+    index = packing.slot_index(weights)
+    assert len(index) == 256 and index[252] == 255 and (index[253:] == 21).all()
+    assert weights.reshape(-1)[index[:253]].all() and not weights.reshape(-1)[21]
+    # no real slot at all: one entry, on a padding slot
+    assert packing.slot_index(onp.zeros((2, 3), dtype='float32')).tolist() == [0]
+
+
+def test_packing_many_padding_slots_changes_nothing(arch):
+    """Half of the slots are padding, with labels and positions that would count if
+    the head computed them: the packed head, on the real half only, gives the padded
+    batch's losses and gradients."""
+    net = fast_model(arch, seed=12)
+    batch = pretraining_batch(seed=13)
+    batch.mlm_weights[:, ::2] = 0
+    assert len(batch.slot_index()) == batch.mlm_weights.sum()
+    padded = losses_and_gradients(net, net.objective(packed=False), on_device(batch))
+    packed = losses_and_gradients(net, net.objective(packed=True), packed_inputs(batch))
+    assert onp.allclose(padded[0], packed[0], rtol=1e-5)
+    for name, grad in padded[1].items():
+        scale = 1.0 + onp.abs(grad).max()
+        assert onp.abs(packed[1][name] - grad).max() <= 1e-5 * scale, name
+
+
 def test_a_slot_on_padding_is_not_packable():
     lengths = onp.array([3, 2])
     assert packing.packable(lengths, onp.array([[1, 2], [1, 0]]))
@@ -61,7 +91,8 @@ def losses_and_gradients(net, objective, inputs):
 
 def packed_inputs(batch, extra_rows=0):
     index = onp.concatenate([batch.token_index(), onp.zeros(extra_rows, dtype='int32')])
-    return on_device(batch) + [np.array(index, dtype='int32')]
+    return on_device(batch) + [np.array(index, dtype='int32'),
+                               np.array(batch.slot_index(), dtype='int32')]
 
 
 def fast_model(arch='d2l', seed=0, **overrides):
@@ -123,8 +154,11 @@ def test_pretraining_loss_packs_given_the_index():
     net = fast_model('d2l', seed=8)
     batch = pretraining_batch(seed=9)
     index = np.array(batch.token_index(), dtype='int32')
-    net.pretraining_loss(*on_device(batch), token_index=index)
+    slots = np.array(batch.slot_index(), dtype='int32')
+    net.pretraining_loss(*on_device(batch), token_index=index, slot_index=slots)
     assert set(net.objectives()) == {(False, True)}
+    with pytest.raises(ValueError, match='slot_index'):
+        net.pretraining_loss(*on_device(batch), token_index=index)
 
 
 def test_the_largest_batch_comes_first():

@@ -28,7 +28,7 @@ import collections
 import numpy as np
 
 from .masking import mask_tokens, num_predictions
-from .packing import packable, token_index
+from .packing import packable, slot_index, token_index
 from .ragged import concat_ranges, row_ids
 
 
@@ -55,6 +55,11 @@ class PretrainingBatch(collections.namedtuple('PretrainingBatch', [
         if not packable(self.valid_lens, self.pred_positions):
             return None
         return token_index(self.valid_lens, self.tokens.shape[1])
+
+    def slot_index(self):
+        """int32 (num_slots,): the flat index of every real prediction slot, the
+        count rounded up (:func:`.packing.slot_index`), for a packed step."""
+        return slot_index(self.mlm_weights)
 
 
 def bucket_lengths(max_len, step=16):

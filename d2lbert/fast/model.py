@@ -8,22 +8,28 @@ from .objective import PretrainingObjective
 class FastBERTModel(BERTModel):
     """`BERTModel` (same parameters, same forward) whose `pretraining_loss` runs a
     `PretrainingObjective`: encoder, heads and both losses in one hybridized graph,
-    the masked-LM loss fused (`mlm_loss.py`), and, given the batch's `token_index`,
-    the encoder on its valid tokens only.
+    the masked-LM loss fused (`mlm_loss.py`), and, given the batch's `token_index`
+    and `slot_index`, the encoder on its valid tokens and the masked-LM head on its
+    real prediction slots only.
 
     Made by `d2lbert.fast.accelerate`, which turns a `BERTModel` into one.
     """
     def pretraining_loss(self, tokens, segments, valid_lens, pred_positions, mlm_weights,
-                         mlm_labels, nsp_labels, with_accuracy=False, token_index=None):
-        """`BERTModel.pretraining_loss`, fused. token_index: None, or the batch's
-        `PretrainingBatch.token_index()` on the batch's device: then the encoder
-        skips the padding (on the CPU; elsewhere it is ignored)."""
+                         mlm_labels, nsp_labels, with_accuracy=False, token_index=None,
+                         slot_index=None):
+        """`BERTModel.pretraining_loss`, fused. token_index, slot_index: None, or the
+        batch's `PretrainingBatch.token_index()` and `.slot_index()` on the batch's
+        device: then the encoder skips the padding tokens and the masked-LM head the
+        padding slots (on the CPU; elsewhere they are ignored)."""
+        if (token_index is None) != (slot_index is None):
+            raise ValueError('pretraining_loss: give token_index and slot_index together '
+                             '(a packed step), or neither')
         valid_lens = self.encoder.check_inputs(tokens, segments, valid_lens)
         checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
                                          nsp_labels, *tokens.shape, self.mlm.vocab_size)
         packed = token_index is not None and kernels.usable(self.encoder.token_embedding.weight)
         objective = self.objective(with_accuracy, packed)
-        packing_input = [token_index] if packed else []
+        packing_input = [token_index, slot_index] if packed else []
         return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
                          mlm_labels, nsp_labels, *packing_input)
 

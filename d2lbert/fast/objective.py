@@ -11,13 +11,15 @@ class PretrainingObjective(nn.HybridBlock):
     """Encoder, both heads and both losses of a `BERTModel`, in one hybridizable block.
 
     forward(tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels,
-            nsp_labels[, token_index]) returns (mlm_loss, nsp_loss), scalars, followed
-    by (mlm_accuracy, nsp_accuracy) if with_accuracy.
+            nsp_labels[, token_index, slot_index]) returns (mlm_loss, nsp_loss),
+    scalars, followed by (mlm_accuracy, nsp_accuracy) if with_accuracy.
       tokens, segments: (batch_size, seq_len); valid_lens, nsp_labels: (batch_size,)
       pred_positions, mlm_weights, mlm_labels: (batch_size, num_preds)
       token_index: (num_rows,), only if packed: the encoder (a `FusedBERTEncoder`)
         then runs on the valid tokens only (`d2lbert.data.packing`); every prediction
         slot must point at a valid token
+      slot_index: (num_slots,), only if packed: the masked-LM head then runs on
+        these prediction slots only (flat indices into pred_positions), the real ones
 
     It shares the model's parameters and calls its blocks, but is not one of its
     children (`FastBERTModel` keeps it). Hybridized, the losses are part of the graph,
@@ -35,19 +37,23 @@ class PretrainingObjective(nn.HybridBlock):
         self.with_accuracy, self.packed = with_accuracy, packed
 
     def hybrid_forward(self, F, tokens, segments, valid_lens, pred_positions, mlm_weights,
-                       mlm_labels, nsp_labels, token_index=None, output_weight=None,
-                       output_bias=None):
+                       mlm_labels, nsp_labels, token_index=None, slot_index=None,
+                       output_weight=None, output_bias=None):
         model = self._model()
+        mlm_labels = mlm_labels.reshape(-1).astype('int32')
+        mlm_weights = mlm_weights.reshape(-1)
         if self.packed:
             encoded = model.encoder.packed(F, tokens, segments, valid_lens, token_index)
-            cls, predicted = cls_and_prediction_rows(F, encoded, valid_lens, pred_positions)
+            cls, predicted = cls_and_prediction_rows(F, encoded, valid_lens, pred_positions,
+                                                     slot_index)
+            mlm_labels = F.np.take(mlm_labels, slot_index)
+            mlm_weights = F.np.take(mlm_weights, slot_index)
         else:
             encoded = model.encoder(tokens, segments, valid_lens)
             cls, predicted = encoded[:, 0, :], gather_positions(encoded, pred_positions)
+            predicted = F.npx.reshape(predicted, (-5, -2))
         nsp_logits = model.nsp(cls)
-        hidden = F.npx.reshape(model.mlm.transform(predicted), (-5, -2))  # (slots, hiddens)
-        mlm_labels = mlm_labels.reshape(-1).astype('int32')
-        mlm_weights = mlm_weights.reshape(-1)
+        hidden = model.mlm.transform(predicted)  # (num_slots, num_hiddens)
         mlm_loss, logits = masked_lm_loss(F, hidden, output_weight, output_bias, mlm_labels,
                                           mlm_weights, model.mlm.vocab_size)
         nsp_labels = nsp_labels.astype('int32')
@@ -60,10 +66,12 @@ class PretrainingObjective(nn.HybridBlock):
         return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy
 
 
-def cls_and_prediction_rows(F, encoded, valid_lens, pred_positions):
-    """The encoded <cls> tokens (batch_size, num_hiddens) and predicted positions
-    (batch_size, num_preds, num_hiddens) from the packed rows (num_rows, num_hiddens)."""
+def cls_and_prediction_rows(F, encoded, valid_lens, pred_positions, slot_index):
+    """The encoded <cls> tokens (batch_size, num_hiddens) and the encoded tokens of
+    the prediction slots in slot_index (num_slots, num_hiddens), from the packed rows
+    (num_rows, num_hiddens)."""
     valid_lens = valid_lens.astype('int32')
     first_rows = F.np.cumsum(valid_lens) - valid_lens  # each example's <cls> row
     pred_rows = first_rows.reshape(-1, 1) + pred_positions.astype('int32')
-    return F.np.take(encoded, first_rows, axis=0), F.np.take(encoded, pred_rows, axis=0)
+    slot_rows = F.np.take(pred_rows.reshape(-1), slot_index)
+    return F.np.take(encoded, first_rows, axis=0), F.np.take(encoded, slot_rows, axis=0)

@@ -63,7 +63,7 @@ def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0,
 
 def shard_losses(net, shard, ctx, with_accuracy):
     """`net.pretraining_loss` of a host `PretrainingBatch` copied to ctx. A model on
-    the fast path (`d2lbert.fast`) also gets the batch's packing index, computed on
+    the fast path (`d2lbert.fast`) also gets the batch's packing indices, computed on
     the host with the batch: the step never copies from the device."""
     arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
     options = {'with_accuracy': with_accuracy}
@@ -71,6 +71,7 @@ def shard_losses(net, shard, ctx, with_accuracy):
         token_index = shard.token_index()
         if token_index is not None:
             options['token_index'] = np.array(token_index, dtype='int32', ctx=ctx)
+            options['slot_index'] = np.array(shard.slot_index(), dtype='int32', ctx=ctx)
     with skip_value_checks():  # the data pipeline's batches are valid
         return net.pretraining_loss(*arrays, **options)
 
