@@ -5,7 +5,9 @@ Every test uses tiny sizes (vocabulary 64, 32 hidden units, 2 heads, 2 layers, s
 of at most 12 tokens) and fixed seeds, so the model tests run in well under a minute on
 two CPU cores and give the same numbers on every run.
 """
+import json
 import os
+import subprocess
 import sys
 import warnings
 
@@ -92,6 +94,20 @@ def make_batch(seed=0, batch_size=4, seq_len=10, num_preds=3, vocab_size=VOCAB_S
                 pred_positions=np.array(pred_positions, dtype='int32'))
 
 
+def save_tiny_model(folder, vocab):
+    """A tiny d2lbert model folder (1 layer, 64 positions, weights drawn with seed 0)
+    with `vocab`, written to `folder` (which exists); returns its path."""
+    config = d2lbert.BERTConfig.d2l(len(vocab), 'book', num_hiddens=32, ffn_num_hiddens=64,
+                                    num_heads=2, num_layers=1, max_len=64)
+    net = d2lbert.BERTModel.from_config(config)
+    mx.random.seed(0)
+    net.initialize(mx.init.Normal(0.02))
+    config.to_json_file(os.path.join(folder, 'config.json'))
+    vocab.save(os.path.join(folder, 'vocab.json'))
+    net.save_parameters(os.path.join(folder, 'model.params'))
+    return str(folder)
+
+
 def to_numpy(*arrays):
     """MXNet arrays -> float64 NumPy arrays (None stays None)."""
     out = [None if a is None else a.asnumpy().astype('float64') for a in arrays]
@@ -105,13 +121,56 @@ def arch(request):
 
 
 
+# Pretraining with the defaults and seed 1, as a script: `pretrain(...)` and its summary
+# written as JSON to argv[2].
+SEED_1_PRETRAINING = """
+import json, sys
+from d2lbert.train.pretrain import PretrainOptions, pretrain
+summary = pretrain(PretrainOptions(out=sys.argv[1], seed=1, progress=False))
+with open(sys.argv[2], 'w') as f:
+    json.dump(summary, f)
+"""
+
+
 @pytest.fixture(scope='session')
-def default_pretraining_run(tmp_path_factory):
+def seed_1_pretraining_process(tmp_path_factory):
+    """(process, output folder, summary file, stderr file) of the default pretraining
+    with seed 1, started in a process of its own so that it runs on the second core
+    while this process runs the default pretraining (seed 0); stopped at the end if
+    still running."""
+    folder = tmp_path_factory.mktemp('seed-1-pretraining')
+    out, summary_file = str(folder / 'run'), str(folder / 'summary.json')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT,
+                                                       os.environ.get('PYTHONPATH', '')]))
+    with open(folder / 'stderr.txt', 'w') as stderr:
+        process = subprocess.Popen([sys.executable, '-c', SEED_1_PRETRAINING, out,
+                                    summary_file], env=env, stdout=subprocess.DEVNULL,
+                                   stderr=stderr)
+    yield process, out, summary_file, str(folder / 'stderr.txt')
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope='session')
+def default_pretraining_run(tmp_path_factory, seed_1_pretraining_process):
     """(output folder, summary) of `d2lbert pretrain` with its defaults, run once for
-    the tests that check it learns and the fine-tuning tests that start from it."""
+    the tests that check it learns and the fine-tuning tests that start from it (the
+    seed-1 run starts first, to run alongside)."""
     from d2lbert.train.pretrain import PretrainOptions, pretrain
     out = str(tmp_path_factory.mktemp('default-pretraining') / 'run')
     return out, pretrain(PretrainOptions(out=out, progress=False))
+
+
+@pytest.fixture(scope='session')
+def seed_1_pretraining_run(seed_1_pretraining_process):
+    """(output folder, summary) of the default pretraining with seed 1."""
+    process, out, summary_file, stderr_file = seed_1_pretraining_process
+    process.wait(timeout=900)
+    with open(stderr_file) as f:
+        assert process.returncode == 0, f.read()[-3000:]
+    with open(summary_file) as f:
+        return out, json.load(f)
 
 
 def pytest_configure(config):

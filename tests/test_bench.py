@@ -28,6 +28,7 @@ from d2lbert.bench.report import (TARGETS, evaluate_targets, finetune_rows, form
                                   markdown_snippet)
 from d2lbert.bench.squad_windows import (NO_ANSWER_SHARE, SQUAD_CONFIGS, get_squad_config,
                                          squad_like_windows)
+from test_cli_flags import run_main
 
 TINY = BenchConfig('tiny', vocab_size=10, num_hiddens=4, ffn_num_hiddens=8, num_heads=2,
                    num_layers=1, seq_len=3, batch_size=2, num_preds=1)
@@ -414,10 +415,9 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
     assert markdown_snippet(results).startswith('### Performance')
 
 
-def test_bench_device_must_be_cpu_or_a_usable_gpu():
+def test_bench_device_must_be_cpu_or_a_usable_gpu(capsys):
     """No GPU here: --device gpu:0 is refused with one clear message (exit code 2)."""
     for device, message in (('gpu:0', 'not usable here'), ('tpu', "must be 'cpu' or 'gpu:N'")):
-        done = subprocess.run([sys.executable, '-m', 'd2lbert', 'bench', '--quick',
-                               '--device', device], capture_output=True, text=True)
-        assert done.returncode == 2, done.stderr
-        assert message in done.stderr and 'Traceback' not in done.stderr
+        code, stderr = run_main(['bench', '--quick', '--device', device], capsys)
+        assert code == 2, stderr
+        assert message in stderr and 'Traceback' not in stderr

@@ -7,8 +7,12 @@ to notebooks.
   CPU, offline, in a subprocess with a temp working dir and D2LBERT_HOME.
 * `NOTEBOOK_COMMAND` (the documented conversion) yields notebooks whose code cells are
   the chapter's cells.
+
+The chapter scripts and the conversion are subprocesses of one OpenMP thread each, run
+two at a time (one per core of a two-core machine) as soon as the first is needed.
 """
 import ast
+import concurrent.futures
 import importlib
 import inspect
 import os
@@ -94,27 +98,70 @@ def chapter_script(name):
     return '\n\n'.join(code_cells(name)) + '\n'
 
 
-@pytest.mark.parametrize('name', CHAPTERS)
-def test_chapter_runs_in_quick_mode(name, tmp_path):
-    script = tmp_path / (name[:-3].replace('-', '_') + '.py')
+def run_quick(name, folder):
+    """The finished process of chapter `name` run as a script in quick mode in `folder`."""
+    script = folder / (name[:-3].replace('-', '_') + '.py')
     script.write_text(chapter_script(name), encoding='utf-8')
-    env = dict(os.environ, D2LBERT_QUICK='1', MPLBACKEND='Agg', OMP_NUM_THREADS='2',
-               D2LBERT_HOME=str(tmp_path / 'home'), CUDA_VISIBLE_DEVICES='')
-    work = tmp_path / 'work'
+    env = dict(os.environ, D2LBERT_QUICK='1', MPLBACKEND='Agg', OMP_NUM_THREADS='1',
+               D2LBERT_HOME=str(folder / 'home'), CUDA_VISIBLE_DEVICES='')
+    work = folder / 'work'
     work.mkdir()
-    result = subprocess.run([sys.executable, str(script)], cwd=work, env=env,
-                            capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, str(script)], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def convert_to_notebooks(folder):
+    """(finished process, folder of the notebooks) of `NOTEBOOK_COMMAND` run on a copy
+    of the chapters in `folder`."""
+    copy = folder / 'chapter_bert'
+    shutil.copytree(CHAPTER_DIR, copy)
+    return subprocess.run(['bash', '-c', NOTEBOOK_COMMAND], cwd=folder,
+                          capture_output=True, text=True, timeout=120), copy
+
+
+HAS_JUPYTEXT = shutil.which('jupytext') is not None
+# The longest first, so that the two lanes end at about the same time.
+LONGEST_FIRST = ['notebooks', 'bert-fine-tuning.md', 'bert-pretraining.md', 'bert-fast.md',
+                 'bert.md', 'bert-dataset.md']
+
+
+def longest_first(name):
+    """Sort key: a run's place in LONGEST_FIRST, chapters not listed last."""
+    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
+@pytest.fixture(scope='module')
+def subprocess_runs(request, tmp_path_factory):
+    """{chapter name or 'notebooks': future of its finished process}, for the chapters
+    and the conversion this session's tests check, started two at a time."""
+    wanted = set()
+    for item in request.session.items:
+        if item.originalname == 'test_chapter_runs_in_quick_mode':
+            wanted.add(item.callspec.params['name'])
+        elif item.originalname == 'test_notebook_conversion_keeps_the_code_cells' \
+                and HAS_JUPYTEXT:
+            wanted.add('notebooks')
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    runs = {}
+    for name in sorted(wanted, key=longest_first):
+        folder = tmp_path_factory.mktemp(name.replace('.', '-'))
+        runs[name] = (pool.submit(convert_to_notebooks, folder) if name == 'notebooks'
+                      else pool.submit(run_quick, name, folder))
+    yield runs
+    pool.shutdown(cancel_futures=True)
+
+
+@pytest.mark.parametrize('name', CHAPTERS)
+def test_chapter_runs_in_quick_mode(name, subprocess_runs):
+    result = subprocess_runs[name].result()
     assert result.returncode == 0, (
         f'{name} failed in quick mode:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}')
 
 
-@pytest.mark.skipif(shutil.which('jupytext') is None, reason='jupytext not installed')
-def test_notebook_conversion_keeps_the_code_cells(tmp_path):
+@pytest.mark.skipif(not HAS_JUPYTEXT, reason='jupytext not installed')
+def test_notebook_conversion_keeps_the_code_cells(subprocess_runs):
     nbformat = pytest.importorskip('nbformat')
-    copy = tmp_path / 'chapter_bert'
-    shutil.copytree(CHAPTER_DIR, copy)
-    result = subprocess.run(['bash', '-c', NOTEBOOK_COMMAND], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=120)
+    result, copy = subprocess_runs['notebooks'].result()
     assert result.returncode == 0, result.stderr
     for name in CHAPTERS:
         notebook = nbformat.read(str(copy / name.replace('.md', '.ipynb')), as_version=4)

@@ -16,6 +16,7 @@ import pytest
 from mxnet import init
 
 import d2lbert
+from d2lbert.cli import main
 from d2lbert.data import Vocab
 from d2lbert.data.tasks import EncodedExample, make_task_batch
 from d2lbert.data.tasks.generated import entity_task, next_sentence_task, write_conll
@@ -24,7 +25,8 @@ from d2lbert.train.optimizer import make_trainer
 from d2lbert.train.predict import predict
 from d2lbert.train.task_model import TaskInfo, build_task_model
 from d2lbert.train.task_step import task_forward_backward
-from conftest import make_model
+from conftest import make_model, save_tiny_model
+from test_cli_flags import run_main
 
 def write_pairs(task_data, path):
     with open(path, 'w', encoding='utf-8') as f:
@@ -51,10 +53,9 @@ def test_tagging_predictions_follow_the_sentences(tiny_model_folder, tmp_path):
     write_conll(entity_task('train', 120), train)
     write_conll(entity_task('dev', 40), dev)
     out = str(tmp_path / 'run')
-    result = run_cli('finetune', '--task', 'conll2003', '--model', tiny_model_folder,
-                     '--data', train, '--dev', dev, '--out', out, '--epochs', '1',
-                     '--batch-size', '16', '--max-len', '48', '--no-progress')
-    assert result.returncode == 0, result.stderr
+    assert main(['finetune', '--task', 'conll2003', '--model', tiny_model_folder,
+                 '--data', train, '--dev', dev, '--out', out, '--epochs', '1',
+                 '--batch-size', '16', '--max-len', '48', '--no-progress']) == 0
     with open(os.path.join(out, 'metrics.jsonl')) as f:
         dev_records = [json.loads(line) for line in f if '"dev"' in line]
     predictions_file = str(tmp_path / 'tags.jsonl')
@@ -128,17 +129,7 @@ def tiny_model_folder(tmp_path_factory):
     counts = collections.Counter(
         token for e in next_sentence_task('train', 300, seed=0).examples
         for token in word_tokenize(e.text) + word_tokenize(e.text_pair))
-    vocab = Vocab(counts, min_freq=2)
-    config = d2lbert.BERTConfig.d2l(len(vocab), 'book', num_hiddens=32, ffn_num_hiddens=64,
-                                    num_heads=2, num_layers=1, max_len=64)
-    net = d2lbert.BERTModel.from_config(config)
-    mx.random.seed(0)
-    net.initialize(init.Normal(0.02))
-    folder = tmp_path_factory.mktemp('tiny-model')
-    config.to_json_file(str(folder / 'config.json'))
-    vocab.save(str(folder / 'vocab.json'))
-    net.save_parameters(str(folder / 'model.params'))
-    return str(folder)
+    return save_tiny_model(tmp_path_factory.mktemp('tiny-model'), Vocab(counts, min_freq=2))
 
 
 QUICK = ['--task', 'csv', '--epochs', '2', '--batch-size', '16', '--eval-every', '5',
@@ -159,19 +150,21 @@ def test_sigkill_then_resume_gives_the_same_losses(tiny_model_folder, task_files
 
 
 def check_sigkill_then_resume(args, tmp_path, checkpoint='step-000006'):
-    """`d2lbert finetune ARGS` run in full, and killed (SIGKILL) as soon as `checkpoint`
-    exists (mid-epoch), then resumed: both logged the same training losses."""
-    full = str(tmp_path / 'full')
-    assert run_cli('finetune', '--out', full, *args).returncode == 0
-    killed = str(tmp_path / 'killed')
-    process = subprocess.Popen([sys.executable, '-m', 'd2lbert', 'finetune', '--out', killed,
-                                *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """`d2lbert finetune ARGS` run in full, and alongside (on the other core) killed
+    (SIGKILL) as soon as `checkpoint` exists (mid-epoch), then resumed: both logged the
+    same training losses."""
+    full, killed = str(tmp_path / 'full'), str(tmp_path / 'killed')
+    full_run, process = (
+        subprocess.Popen([sys.executable, '-m', 'd2lbert', 'finetune', '--out', out, *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for out in (full, killed))
     deadline = time.time() + 300
-    while time.time() < deadline and not os.path.isdir(
+    while time.time() < deadline and process.poll() is None and not os.path.isdir(
             os.path.join(killed, 'checkpoints', checkpoint)):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
+    assert full_run.wait(timeout=600) == 0
     resumed = run_cli('finetune', '--out', killed, *args, '--resume')
     assert resumed.returncode == 0, resumed.stderr
     assert train_losses(killed) == train_losses(full)
@@ -189,10 +182,9 @@ def test_regression_keeps_the_best_dev_model(tiny_model_folder, tmp_path):
     data = tmp_path / 'scores.jsonl'
     data.write_text(''.join(json.dumps(row) + '\n' for row in rows))
     out = str(tmp_path / 'run')
-    result = run_cli('finetune', '--out', out, *QUICK, '--model', tiny_model_folder,
-                     '--data', str(data), '--dev', str(data), '--label-type', 'number',
-                     '--epochs', '10', '--lr', '1e-3', '--eval-every', '2')
-    assert result.returncode == 0, result.stderr
+    assert main(['finetune', '--out', out, *QUICK, '--model', tiny_model_folder,
+                 '--data', str(data), '--dev', str(data), '--label-type', 'number',
+                 '--epochs', '10', '--lr', '1e-3', '--eval-every', '2']) == 0
     with open(os.path.join(out, 'metrics.jsonl')) as f:
         dev = [json.loads(line) for line in f if '"dev"' in line]
     assert set(dev[-1]) == {'step', 'split', 'pearson', 'spearman'}
@@ -240,7 +232,7 @@ def test_two_devices_give_the_gradient_of_the_whole_batch():
     ('bad flag', r'--warmup must be in \[0, 1\)'),
 ])
 def test_bad_input_is_refused_before_anything_is_written(case, message, tiny_model_folder,
-                                                         tmp_path):
+                                                         tmp_path, capsys):
     train = tmp_path / 'train.jsonl'
     dev = tmp_path / 'dev.jsonl'
     train.write_text('{"text": "a river", "label": "yes"}\n{"text": "a city", "label": "no"}\n')
@@ -257,19 +249,20 @@ def test_bad_input_is_refused_before_anything_is_written(case, message, tiny_mod
     elif case == 'bad flag':
         extra = ['--warmup', '1.5']
     out = tmp_path / 'out'
-    result = run_cli('finetune', '--task', 'csv', '--out', str(out), '--no-progress',
-                     *[part for pair in args.items() for part in pair], *extra)
-    assert result.returncode == 2
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert re.search(message, result.stderr), result.stderr
+    code, stderr = run_main(['finetune', '--task', 'csv', '--out', str(out), '--no-progress',
+                             *[part for pair in args.items() for part in pair], *extra],
+                            capsys)
+    assert code == 2
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert re.search(message, stderr), stderr
     assert not out.exists()
 
 
 def test_predict_refuses_a_folder_that_is_not_a_fine_tuned_model(tiny_model_folder,
-                                                                 tmp_path):
+                                                                 tmp_path, capsys):
     data = tmp_path / 'x.jsonl'
     data.write_text('{"text": "a river"}\n')
-    result = run_cli('predict', '--model', tiny_model_folder, '--data', str(data), '--out',
-                     str(tmp_path / 'p.jsonl'))
-    assert result.returncode == 2 and 'not a fine-tuned model folder' in result.stderr
+    code, stderr = run_main(['predict', '--model', tiny_model_folder, '--data', str(data),
+                             '--out', str(tmp_path / 'p.jsonl')], capsys)
+    assert code == 2 and 'not a fine-tuned model folder' in stderr
     assert not (tmp_path / 'p.jsonl').exists()

@@ -9,9 +9,7 @@ import json
 import os
 import re
 
-import mxnet as mx
 import pytest
-from mxnet import init
 
 import d2lbert
 from d2lbert.cli import main
@@ -25,6 +23,7 @@ from d2lbert.train.qa_predictions import NO_SPAN_ODDS
 from d2lbert.train.squad_metric import gold_answers, squad_evaluate
 from d2lbert.train.task_model import (TaskInfo, build_task_model, load_task_model,
                                       read_task_info, save_task_model)
+from conftest import save_tiny_model
 from test_cli_flags import run_main
 from test_data_download import home, server  # noqa: F401  (pytest fixtures)
 from test_finetune import check_sigkill_then_resume, run_cli
@@ -204,17 +203,7 @@ def tiny_model_folder(tmp_path_factory):
         token for article in squad['data'] for paragraph in article['paragraphs']
         for text in [paragraph['context'], *(qa['question'] for qa in paragraph['qas'])]
         for token in word_tokenize_with_offsets(text)[0])
-    vocab = Vocab(counts)
-    config = d2lbert.BERTConfig.d2l(len(vocab), 'book', num_hiddens=32, ffn_num_hiddens=64,
-                                    num_heads=2, num_layers=1, max_len=64)
-    net = d2lbert.BERTModel.from_config(config)
-    mx.random.seed(0)
-    net.initialize(init.Normal(0.02))
-    folder = tmp_path_factory.mktemp('tiny-qa-model')
-    config.to_json_file(str(folder / 'config.json'))
-    vocab.save(str(folder / 'vocab.json'))
-    net.save_parameters(str(folder / 'model.params'))
-    return str(folder)
+    return save_tiny_model(tmp_path_factory.mktemp('tiny-qa-model'), Vocab(counts))
 
 
 @pytest.fixture(scope='module')

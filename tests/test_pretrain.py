@@ -15,6 +15,7 @@ import pytest
 from mxnet import init, np
 
 import d2lbert
+from d2lbert.cli import main
 from d2lbert.train import checkpoint as ckpt
 from d2lbert.data import load_data_wiki
 from d2lbert.train.loss_scale import DynamicLossScale
@@ -22,6 +23,7 @@ from d2lbert.train.metrics import IntervalMeans
 from d2lbert.train.optimizer import make_trainer
 from d2lbert.train.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
 from d2lbert.train.step import forward_backward, optimizer_step
+from test_cli_flags import run_main
 
 QUICK = ['--batch-size', '16', '--log-every', '1', '--eval-every', '1000', '--no-progress']
 
@@ -137,28 +139,29 @@ def test_loss_scale_grows_after_a_window_of_good_steps():
 
 def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
     """A run killed with SIGKILL right after a random checkpoint, then resumed, logs the
-    same per-step losses as an uninterrupted run with the same seed."""
+    same per-step losses as an uninterrupted run with the same seed (run alongside)."""
     steps, args = ['--steps', '12', '--save-every', '3'], QUICK
-    full = str(tmp_path / 'full')
-    assert run_cli('--out', full, *steps, *args).returncode == 0
-    killed = str(tmp_path / 'killed')
+    full, killed = str(tmp_path / 'full'), str(tmp_path / 'killed')
     kill_after = random.Random().choice([3, 6, 9])
-    process = subprocess.Popen([sys.executable, '-m', 'd2lbert', 'pretrain', '--out', killed,
-                                *steps, *args], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    full_run, process = (
+        subprocess.Popen([sys.executable, '-m', 'd2lbert', 'pretrain', '--out', out, *steps,
+                          *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for out in (full, killed))
     target = os.path.join(killed, 'checkpoints', f'step-{kill_after:06d}')
     deadline = time.time() + 240
     while not os.path.isdir(target) and process.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
+    assert full_run.wait(timeout=300) == 0
     resumed = run_cli('--out', killed, *steps, *args, '--resume')
     assert resumed.returncode == 0, resumed.stderr
     assert train_losses(killed) == train_losses(full)
     assert len(train_losses(full)) == 12
 
 
-def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run, tmp_path):
+def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run,
+                                                  seed_1_pretraining_run):
     """The proof of the main job, with the default schedule: held-out MLM accuracy beats
     always predicting the most frequent token, NSP accuracy beats 60% on average over two
     seeds, and the artifacts are there.
@@ -168,7 +171,7 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run, tmp_p
     seeds 1 and 2 reached 0.81 and 0.78, hence the mean over seeds 0 and 1.
     """
     out, result = default_pretraining_run
-    second = pretrain(PretrainOptions(out=str(tmp_path / 'seed-1'), seed=1, progress=False))
+    _, second = seed_1_pretraining_run
     finals = [result['eval'], second['eval']]
     for final in finals:
         assert final['mlm_accuracy'] > final['mlm_baseline_accuracy'] + 0.05, final
@@ -248,13 +251,14 @@ def finished_run(tmp_path_factory):
     (['--config', '/nonexistent.json'], '--config /nonexistent.json'),
     (['--data', '/nonexistent/corpus'], '/nonexistent/corpus'),
 ])
-def test_bad_flags_give_one_clear_message(args, message, tmp_path):
-    result = run_cli('--steps', '1', *QUICK, *(args if '--out' in args
-                                               else ['--out', str(tmp_path / 'o'), *args]))
-    assert result.returncode == 2
-    assert 'Traceback' not in result.stderr
-    assert re.search(message, result.stderr), result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+def test_bad_flags_give_one_clear_message(args, message, tmp_path, capsys):
+    code, stderr = run_main(['pretrain', '--steps', '1', *QUICK,
+                             *(args if '--out' in args
+                               else ['--out', str(tmp_path / 'o'), *args])], capsys)
+    assert code == 2
+    assert 'Traceback' not in stderr
+    assert re.search(message, stderr), stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
     if '--out' not in args:
         assert not os.path.exists(tmp_path / 'o'), 'a run folder was made for a bad run'
 
@@ -295,9 +299,10 @@ def test_half_written_checkpoint_is_invisible(finished_run, tmp_path):
     assert ckpt.find_checkpoint(copy) == newest
 
 
-def test_help_explains_every_flag():
-    out = subprocess.run([sys.executable, '-m', 'd2lbert', 'pretrain', '--help'],
-                         capture_output=True, text=True).stdout
+def test_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(['pretrain', '--help'])
+    out = capsys.readouterr().out
     for flag in ('--data', '--preset', '--config', '--batch-size', '--max-len', '--steps',
                  '--lr', '--warmup', '--weight-decay', '--clip', '--optimizer', '--accumulate',
                  '--gpus', '--cpu', '--amp', '--eval-every', '--save-every', '--log-every',
