@@ -17,11 +17,11 @@ The logits come from MXNet's FullyConnected, which runs on oneDNN, in
 writes the part's gradient, dL/dz = dL/dlse * softmax, in one more pass, recomputing
 the softmax from the logits. FullyConnected's backward then computes dL/dh = dL/dz W
 and dL/dW = dL/dz^T h, again on oneDNN (MXNet's np.dot runs on OpenBLAS, which on
-CPUs it does not know falls back to slow generic code). Each part's rows of W are a `slice`
-(a copy of contiguous rows, its backward adding into its rows only): MXNet's `split`
-is 40 times slower here (110 ms forward and 110 ms backward for 30,522 x 256 rows). Parts keep memory down: the
-backward pass holds one part's gradient at a time next to the logits, not a second
-copy of all of them. The loss is an ordinary node of the graph: scaling it or adding
+CPUs it does not know falls back to slow generic code). Each part's rows of W are a
+`slice` (a copy of contiguous rows, its backward adding into its rows only): MXNet's
+`split` is 40 times slower here (110 ms forward and 110 ms backward for 30,522 x 256
+rows). Parts keep memory down: the backward pass holds one part's gradient at a time
+next to the logits, not a second copy of all of them. The loss is an ordinary node of the graph: scaling it or adding
 other losses scales or adds its gradient.
 """
 from . import kernels
