@@ -47,12 +47,7 @@ def test_packing_many_padding_slots_changes_nothing(arch):
     batch = pretraining_batch(seed=13)
     batch.mlm_weights[:, ::2] = 0
     assert len(batch.slot_index()) == batch.mlm_weights.sum()
-    padded = losses_and_gradients(net, net.objective(packed=False), on_device(batch))
-    packed = losses_and_gradients(net, net.objective(packed=True), packed_inputs(batch))
-    assert onp.allclose(padded[0], packed[0], rtol=1e-5)
-    for name, grad in padded[1].items():
-        scale = 1.0 + onp.abs(grad).max()
-        assert onp.abs(packed[1][name] - grad).max() <= 1e-5 * scale, name
+    assert_packed_equals_padded(net, batch)
 
 
 def test_a_slot_on_padding_is_not_packable():
@@ -95,6 +90,16 @@ def packed_inputs(batch, extra_rows=0):
                                np.array(batch.slot_index(), dtype='int32')]
 
 
+def assert_packed_equals_padded(net, batch):
+    """The packed objective's losses and gradients equal the padded one's (1e-5)."""
+    padded = losses_and_gradients(net, net.objective(packed=False), on_device(batch))
+    packed = losses_and_gradients(net, net.objective(packed=True), packed_inputs(batch))
+    assert onp.allclose(padded[0], packed[0], rtol=1e-5)
+    for name, grad in padded[1].items():
+        scale = 1.0 + onp.abs(grad).max()
+        assert onp.abs(packed[1][name] - grad).max() <= 1e-5 * scale, name
+
+
 def fast_model(arch='d2l', seed=0, **overrides):
     return accelerate(make_model(arch, seed, **overrides))
 
@@ -105,12 +110,7 @@ def test_packed_equals_padded(arch, hybridize):
     if hybridize:
         net.hybridize(static_alloc=True, static_shape=True)
     batch = pretraining_batch(seed=3)
-    padded = losses_and_gradients(net, net.objective(packed=False), on_device(batch))
-    packed = losses_and_gradients(net, net.objective(packed=True), packed_inputs(batch))
-    assert onp.allclose(padded[0], packed[0], rtol=1e-5)
-    for name, grad in padded[1].items():
-        scale = 1.0 + onp.abs(grad).max()
-        assert onp.abs(packed[1][name] - grad).max() <= 1e-5 * scale, name
+    assert_packed_equals_padded(net, batch)
 
 
 def test_rounding_the_rows_up_changes_only_rounding_even_with_dropout():
