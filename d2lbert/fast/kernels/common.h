@@ -48,23 +48,24 @@ inline MXReturnValue check_types(const char* op, const std::vector<int>& types,
 }
 
 // exp(x) for x <= 0 (softmax after subtracting the maximum): 2^n * p(r) with
-// x = n ln2 + r, |r| <= ln2 / 2, and Cephes' polynomial p (relative error < 2e-7).
-// Unlike std::exp, the compiler turns a loop of it into vector instructions. n is
-// rounded by adding 1.5 * 2^23 (the float sum keeps no fraction), which also leaves
-// n in the sum's low bits (std::floor or an int conversion would keep loops scalar).
+// x = n ln2 + r, |r| <= ln2 / 2, and p(r) = 1 + r + r^2 q(r), q of degree 3 fitted to
+// exp's relative error on that interval: at most 1.8e-7 for x in [-87, 0], 3 float
+// ulps (Cephes' expf uses a degree 7 p for 1 ulp, two more multiply-adds per element,
+// 20% more time in the masked-LM loss). Unlike std::exp, the compiler turns a loop of
+// it into vector instructions. n is rounded by adding 1.5 * 2^23 (the float sum keeps
+// no fraction), which also leaves n in the sum's low bits (std::floor or an int
+// conversion would keep loops scalar).
 inline float exp_nonpositive(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23, bits 0x4B400000
   x = x > -87.0f ? x : -87.0f;
   const float shifted = x * 1.44269504f + kRound;
   const float n = shifted - kRound;  // round(x / ln2)
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  float q = 8.312525227665901e-3f;
+  q = q * r + 4.1890114545822144e-2f;
+  q = q * r + 1.6667114198207855e-1f;
+  q = q * r + 4.99992311000824e-1f;
+  const float p = q * r * r + r + 1.0f;
   const int32_t two_to_n = (__builtin_bit_cast(int32_t, shifted) - 0x4B400000 + 127) << 23;
   return p * __builtin_bit_cast(float, two_to_n);
 }
