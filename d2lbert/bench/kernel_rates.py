@@ -51,7 +51,7 @@ def kernel_rates(repeats=5):
     lens = np.array(lengths, dtype='int32')
     qkv, x, z, gamma, beta = (array(rows, 3 * hidden), array(rows, hidden),
                               array(rows, hidden), array(hidden), array(hidden))
-    logits = array(5120, config.vocab_size // 8)
+    logits, logit_bias = array(5120, config.vocab_size // 8), array(config.vocab_size // 8)
     legacy = kernels.as_legacy
     attention = timed(lambda F, q, n, t: F.d2lbert_attention(
         *legacy(q, n, t), heads=heads, dropout=0.1)[0], [qkv, lens, training])
@@ -69,7 +69,8 @@ def kernel_rates(repeats=5):
         'dropout': stream(timed(lambda F, a, t: F.d2lbert_dropout(
             *legacy(a, t), dropout=0.1)[0], [x, training]), 4 * activation_bytes),
         # forward: logits in; backward: logits in, dlogits out
-        'log_sum_exp': stream(timed(kernels.log_sum_exp, [logits]), 3 * logits.size * 4),
+        'log_sum_exp': stream(timed(kernels.log_sum_exp, [logits, logit_bias]),
+                              3 * logits.size * 4),
     }
     results['adam_step'] = stream(adam_step_seconds(array, repeats), 9 * 30522 * 256 * 4)
     big, copied = array(64, 1 << 20), array(64, 1 << 20)  # 256 MB each

@@ -11,18 +11,21 @@ Here the cross-entropy of slot i with label y_i is written as
 
     nll_i = logsumexp(z_i) - z_i[y_i],   z = h W^T + b,   z_i[y_i] = h_i . W[y_i] + b[y_i]
 
-The logits come from MXNet's FullyConnected, which runs on oneDNN, in
+The products h W^T come from MXNet's FullyConnected, which runs on oneDNN, in
 `VOCABULARY_PARTS` parts of the vocabulary; d2lbert's `d2lbert_log_sum_exp` kernel
-(`kernels/log_sum_exp.cc`) reduces each part's rows in one pass, and its backward
-writes the part's gradient, dL/dz = dL/dlse * softmax, in one more pass, recomputing
-the softmax from the logits. FullyConnected's backward then computes dL/dh = dL/dz W
-and dL/dW = dL/dz^T h, again on oneDNN (MXNet's np.dot runs on OpenBLAS, which on
-CPUs it does not know falls back to slow generic code). Each part's rows of W are a
-`slice` (a copy of contiguous rows, its backward adding into its rows only): MXNet's
-`split` is 40 times slower here (110 ms forward and 110 ms backward for 30,522 x 256
-rows). Parts keep memory down: the backward pass holds one part's gradient at a time
-next to the logits, not a second copy of all of them. The loss is an ordinary node of the graph: scaling it or adding
-other losses scales or adds its gradient.
+(`kernels/log_sum_exp.cc`) adds the part's bias and reduces each row in one pass, and
+its backward writes the part's gradient, dL/dz = dL/dlse * softmax, in one more pass,
+recomputing the softmax from the products, and sums the bias gradient on the way.
+(FullyConnected's own bias costs a pass over the logits forward and another backward:
+9 ms of each 170 ms part at book size.) FullyConnected's backward then computes
+dL/dh = dL/dz W and dL/dW = dL/dz^T h, again on oneDNN (MXNet's np.dot runs on
+OpenBLAS, which on CPUs it does not know falls back to slow generic code). Each part's
+rows of W are a `slice` (a copy of contiguous rows, its backward adding into its rows
+only): MXNet's `split` is 40 times slower here (110 ms forward and 110 ms backward for
+30,522 x 256 rows). Parts keep memory down: the backward pass holds one part's
+gradient at a time next to the logits, not a second copy of all of them. The loss is
+an ordinary node of the graph: scaling it or adding other losses scales or adds its
+gradient.
 """
 from . import kernels
 
@@ -36,21 +39,23 @@ def masked_lm_loss(F, hidden, weight, bias, labels, slot_weights, vocab_size):
     weight: (vocab_size, num_hiddens); bias: (vocab_size,): the output layer
     labels: (num_slots,) int32; slot_weights: (num_slots,), 1 real slot, 0 padding
     vocab_size: the number of rows of `weight`
-    returns: (loss, logits): the scalar sum(w_i * nll_i) / sum(w_i), and the logits
-      as a list of (num_slots, part size) arrays, one for each part of the vocabulary
-      (`predictions` turns them into each slot's most likely token)
+    returns: (loss, products): the scalar sum(w_i * nll_i) / sum(w_i), and the logits
+      without the bias, h W^T, as a list of (num_slots, part size) arrays, one for each
+      part of the vocabulary (`predictions` turns them into each slot's most likely token)
     """
     bounds = part_bounds(vocab_size)
-    logits = [F.npx.fully_connected(hidden, F.npx.slice(weight, (start, None), (end, None)),
-                                    F.npx.slice(bias, (start,), (end,)),
-                                    num_hidden=end - start, flatten=False)
-              for start, end in zip(bounds[:-1], bounds[1:])]
-    part_lse = F.np.stack([kernels.log_sum_exp(F, z) for z in logits], axis=1)
+    parts = list(zip(bounds[:-1], bounds[1:]))
+    products = [F.npx.fully_connected(hidden, F.npx.slice(weight, (start, None), (end, None)),
+                                      None, num_hidden=end - start, no_bias=True,
+                                      flatten=False)
+                for start, end in parts]
+    part_lse = F.np.stack([kernels.log_sum_exp(F, z, F.npx.slice(bias, (start,), (end,)))
+                           for z, (start, end) in zip(products, parts)], axis=1)
     label_logit = ((hidden * F.np.take(weight, labels, axis=0)).sum(axis=-1)
                    + F.np.take(bias, labels))
     nll = combine_parts(F, part_lse) - label_logit           # (num_slots,)
     share = slot_weights / (slot_weights.sum() + 1e-8)       # c_i, the slot's weight
-    return (share * nll).sum(), logits
+    return (share * nll).sum(), products
 
 
 def part_bounds(vocab_size, parts=VOCABULARY_PARTS):
@@ -66,10 +71,12 @@ def combine_parts(F, X):
     return F.np.log(F.np.exp(X - top).sum(axis=1)) + top[:, 0]
 
 
-def predictions(F, logits, vocab_size):
+def predictions(F, products, bias, vocab_size):
     """(num_slots,) int32: the token with the largest logit of each slot, from the
-    parts' logits that `masked_lm_loss` returns."""
-    bounds = part_bounds(vocab_size, len(logits))
+    parts' products that `masked_lm_loss` returns and the output layer's bias."""
+    bounds = part_bounds(vocab_size, len(products))
+    logits = [z + F.npx.slice(bias, (start,), (end,))
+              for z, start, end in zip(products, bounds[:-1], bounds[1:])]
     best = F.np.stack([z.max(axis=1) for z in logits], axis=1)        # (slots, parts)
     index = F.np.stack([F.np.argmax(z, axis=1).astype('int32') + start
                         for z, start in zip(logits, bounds)], axis=1)

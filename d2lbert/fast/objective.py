@@ -54,13 +54,13 @@ class PretrainingObjective(nn.HybridBlock):
             predicted = F.npx.reshape(predicted, (-5, -2))
         nsp_logits = model.nsp(cls)
         hidden = model.mlm.transform(predicted)  # (num_slots, num_hiddens)
-        mlm_loss, logits = masked_lm_loss(F, hidden, output_weight, output_bias, mlm_labels,
-                                          mlm_weights, model.mlm.vocab_size)
+        mlm_loss, products = masked_lm_loss(F, hidden, output_weight, output_bias,
+                                            mlm_labels, mlm_weights, model.mlm.vocab_size)
         nsp_labels = nsp_labels.astype('int32')
         nsp_loss = -F.npx.pick(F.npx.log_softmax(nsp_logits), nsp_labels).mean()
         if not self.with_accuracy:
             return mlm_loss, nsp_loss
-        mlm_correct = predictions(F, logits, model.mlm.vocab_size) == mlm_labels
+        mlm_correct = predictions(F, products, output_bias, model.mlm.vocab_size) == mlm_labels
         mlm_accuracy = (mlm_correct * mlm_weights).sum() / (mlm_weights.sum() + 1e-8)
         nsp_accuracy = (F.np.argmax(nsp_logits, axis=-1).astype('int32') == nsp_labels).mean()
         return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy

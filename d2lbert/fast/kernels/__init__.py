@@ -15,8 +15,8 @@ rebuilding MXNet. d2lbert's, each forward and backward:
   per element);
 * `d2lbert_embedding` (`embedding.cc`): BERT's input embedding, the sum of three
   lookups, and its dropout;
-* `d2lbert_log_sum_exp` (`log_sum_exp.cc`): each row's log-sum-exp, the backward
-  recomputing the softmax (the masked-LM loss);
+* `d2lbert_log_sum_exp` (`log_sum_exp.cc`): the log-sum-exp of each row plus a bias,
+  the backward recomputing the softmax (the masked-LM loss);
 * `d2lbert_sum_squares`, `d2lbert_adam_update` (`adam.cc`): the optimizer's step, the
   global gradient norm in one read and clipping + Adam + zeroing the gradient in one
   pass (no backward: they run outside autograd).
@@ -214,10 +214,10 @@ def embedding(F, token_vectors, segments, positions, segment_table, position_tab
                                training.as_nd_ndarray(), dropout=rate)[0].as_np_ndarray()
 
 
-def log_sum_exp(F, z):
-    """log sum_c exp(z[n, c]) of each row with d2lbert's `d2lbert_log_sum_exp` kernel:
-    (N,) from (N, C)."""
-    return F.d2lbert_log_sum_exp(z.as_nd_ndarray()).as_np_ndarray()
+def log_sum_exp(F, z, b):
+    """log sum_c exp(z[n, c] + b[c]) of each row with d2lbert's `d2lbert_log_sum_exp`
+    kernel: (N,) from (N, C) and (C,)."""
+    return F.d2lbert_log_sum_exp(*as_legacy(z, b)).as_np_ndarray()
 
 
 def as_legacy(*arrays):
