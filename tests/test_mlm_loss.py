@@ -4,12 +4,16 @@
 cross-entropy and exactly its gradient: compared with a float64 NumPy cross-entropy
 and with the plain `log_softmax` formulation run through autograd.
 """
+import os
+import subprocess
+import sys
+
 import numpy as onp
 import pytest
 import mxnet as mx
 from mxnet import autograd, np, npx
 
-from conftest import make_batch, make_model
+from conftest import REPO_ROOT, make_batch, make_model
 from test_hybridize import pretraining_targets
 
 from d2lbert.fast import accelerate, kernels
@@ -93,6 +97,44 @@ def test_underflowed_probability_keeps_the_exact_loss_and_gradient():
     assert onp.isfinite(loss) and abs(loss - expected[0]) < 1e-5 * expected[0]
     assert onp.abs(grad_hidden - expected[1]).max() < 1e-5
     assert onp.abs(grad_bias - expected[3]).max() < 1e-5
+
+
+BIAS_GRADIENT_WITH_THREE_THREADS = r'''
+import mxnet as mx, numpy as onp
+from mxnet import autograd, np
+from d2lbert.fast import kernels
+assert kernels.available()
+rng = onp.random.default_rng(4)
+z, b, dlse = rng.normal(0, 3, (300, 517)), rng.normal(0, 1, 517), rng.normal(0, 1, 300)
+
+def bias_gradient(z, dlse):
+    z, bias = np.array(z, dtype='float32'), np.array(b, dtype='float32')
+    bias.attach_grad()
+    with autograd.record():
+        lse = kernels.log_sum_exp(mx.nd, z, bias)
+    lse.backward(np.array(dlse, dtype='float32'))
+    return bias.grad.asnumpy()
+
+padded = bias_gradient(onp.concatenate([z, rng.normal(0, 3, (200, 517))]),
+                       onp.concatenate([dlse, onp.zeros(200)]))
+exact = bias_gradient(z, dlse)
+logits = z + b
+softmax = onp.exp(logits - logits.max(1, keepdims=True))
+expected = (dlse[:, None] * softmax / softmax.sum(1, keepdims=True)).sum(0)
+print('equal', onp.array_equal(padded, exact), 'error', onp.abs(exact - expected).max())
+'''
+
+
+def test_bias_gradient_is_independent_of_threads_and_padding_rows():
+    """The kernel sums the bias gradient over the rows in fixed blocks (common.h): with
+    3 threads, 200 more rows of zero gradient (padding slots) give the same bits, and
+    both agree with a float64 NumPy softmax."""
+    result = subprocess.run([sys.executable, '-c', BIAS_GRADIENT_WITH_THREE_THREADS],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, 'PYTHONPATH': REPO_ROOT, 'OMP_NUM_THREADS': '3'})
+    assert result.returncode == 0, result.stderr
+    equal, error = result.stdout.split()[1], float(result.stdout.split()[3])
+    assert equal == 'True' and error < 1e-5, result.stdout
 
 
 def plain_pretraining_loss(net, batch, targets):

@@ -47,6 +47,13 @@ inline MXReturnValue check_types(const char* op, const std::vector<int>& types,
   return MX_SUCCESS;
 }
 
+// A parameter's gradient summed over many rows (LayerNorm's gamma and beta, the
+// masked-LM bias) is summed in blocks of kBlockRows rows: the blocks' partial sums in
+// parallel, then the partial sums in block order. The result depends neither on the
+// number of threads nor on how many all-zero-gradient rows follow the others (packed
+// batches of different sizes give equal gradients).
+constexpr int64_t kBlockRows = 64;
+
 // exp(x) for x <= 0 (softmax after subtracting the maximum): 2^n * p(r) with
 // x = n ln2 + r, |r| <= ln2 / 2, and p(r) = 1 + r + r^2 q(r), q of degree 3 fitted to
 // exp's relative error on that interval: at most 1.8e-7 for x in [-87, 0], 3 float

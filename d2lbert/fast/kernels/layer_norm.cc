@@ -46,11 +46,9 @@ void normalize_row(const float* s, const float* gamma, const float* beta, int64_
   *rstd = rs;
 }
 
-// dgamma and dbeta, summed over the rows in blocks of kBlockRows rows: each block's
-// partial sums (double) are computed in parallel, then added in block order. The
-// result depends neither on the number of threads nor on how many all-zero-gradient
-// rows follow the others (packed batches of different sizes give equal gradients).
-constexpr int64_t kBlockRows = 64;
+// dgamma and dbeta, summed over the rows in blocks of kBlockRows rows (common.h):
+// each block's partial sums (double) are computed in parallel, then added in block
+// order.
 
 class ParameterGradients {
  public:

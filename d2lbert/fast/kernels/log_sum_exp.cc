@@ -3,15 +3,14 @@
 //   d2lbert_log_sum_exp(z, b) -> lse
 //     z: (N, C) float32, b: (C,) float32; lse: (N,), log sum_c exp(z[n, c] + b[c])
 //   backward: dz[n, c] = dlse[n] * exp(z[n, c] + b[c] - lse[n]), the softmax of the
-//     row recomputed from z, b and lse; db[c] = sum_n dz[n, c], summed on the way.
+//     row recomputed from z, b and lse; db[c] = sum_n dz[n, c], summed on the way in
+//     blocks of rows (common.h).
 //
 // The masked-LM loss (d2lbert/fast/mlm_loss.py) takes it of each part of the logits:
 // one pass over them forward, one backward (MXNet's log_softmax and pick: about ten,
 // with slow CPU kernels for log_softmax's backward). The bias is added here, not by
 // FullyConnected, whose bias costs one more pass forward and one backward (measured:
 // 9 ms of each 170 ms part at book size).
-#include <omp.h>
-
 #include "common.h"
 
 using namespace d2lbert;
@@ -54,14 +53,12 @@ MXReturnValue log_sum_exp_backward(const Attributes& attrs, std::vector<MXTensor
   const float* b = (*inputs)[2].data<float>();
   const float* lse = (*inputs)[3].data<float>();
   float* dz = (*outputs)[0].data<float>();
-  float* db = (*outputs)[1].data<float>();
-  // each thread sums its rows' gradients into its own row of column_sums
-  std::vector<float> column_sums(omp_get_max_threads() * C, 0.f);
-#pragma omp parallel
-  {
-    float* sums = column_sums.data() + omp_get_thread_num() * C;
-#pragma omp for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
+  const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
+  std::vector<float> block_sums(blocks * C, 0.f);  // db of each block of rows
+#pragma omp parallel for schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    float* sums = block_sums.data() + block * C;
+    for (int64_t n = block * kBlockRows; n < std::min(N, (block + 1) * kBlockRows); ++n) {
       const float g = dlse[n], shift = lse[n];
       const float* row = rows + n * C;
       float* grad = dz + n * C;
@@ -72,9 +69,10 @@ MXReturnValue log_sum_exp_backward(const Attributes& attrs, std::vector<MXTensor
       }
     }
   }
-  std::fill(db, db + C, 0.f);
-  for (size_t t = 0; t < column_sums.size() / C; ++t)
-    for (int64_t c = 0; c < C; ++c) db[c] += column_sums[t * C + c];
+  std::vector<double> db(C, 0.0);
+  for (int64_t block = 0; block < blocks; ++block)
+    for (int64_t c = 0; c < C; ++c) db[c] += block_sums[block * C + c];
+  std::copy(db.begin(), db.end(), (*outputs)[1].data<float>());
   return MX_SUCCESS;
 }
 
