@@ -343,6 +343,11 @@ def add_bench_parser(subparsers):
     parser.add_argument('--steps', type=int, default=None,
                         help='timed steps per implementation and size (default: 10; '
                              '--quick: 2)')
+    parser.add_argument('--rounds', type=int, default=None,
+                        help='rounds the pretraining steps are split into, the '
+                             'implementations in turn and in reverse order every second '
+                             'round, so that the machine drifting in speed weighs on each '
+                             'alike (default: 2)')
     parser.add_argument('--threads', type=int, default=2,
                         help='OMP_NUM_THREADS of every measurement (default: 2)')
     parser.add_argument('--device', default='cpu',
@@ -384,6 +389,8 @@ def run_bench(args):
         chosen['configs'] = tuple(args.configs.split(','))
     if args.steps is not None:
         chosen['steps'] = args.steps
+    if args.rounds is not None:
+        chosen['rounds'] = args.rounds
     options = (BenchOptions.quick_options(**chosen) if args.quick
                else BenchOptions(**chosen))
     check_gpu_usable(options.device)

@@ -24,6 +24,7 @@ from d2lbert.bench.finetune_pairs import (CLS_ID, FINETUNE_CONFIGS, PAD_ID, SEP_
                                           sentence_pair, snli_like_lengths,
                                           snli_like_pairs)
 from d2lbert.bench.flops import dense_parameters, step_flops
+from d2lbert.bench.rounds import merge_rounds, round_orders, steps_per_round
 from d2lbert.bench.report import (TARGETS, evaluate_targets, finetune_rows, format_report,
                                   markdown_snippet)
 from d2lbert.bench.squad_windows import (NO_ANSWER_SHARE, SQUAD_CONFIGS, get_squad_config,
@@ -377,6 +378,11 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
         assert 'error' not in runs[impl], runs[impl]
         assert runs[impl]['pairs_per_s'] > 0 and runs[impl]['peak_rss_mb'] > 0
         assert runs[impl]['omp_num_threads'] == '1'
+        # --quick: 2 timed steps in 2 rounds of 1 step, each round a process
+        assert runs[impl]['steps'] == 2 and [r['steps'] for r in runs[impl]['rounds']] == [1, 1]
+    started = [line.split()[3] for line in done.stderr.splitlines()
+               if line.startswith('steps: quick / ')]
+    assert started == ['d2lbert', 'd2l', 'gluonnlp', 'gluonnlp', 'd2l', 'd2lbert']
     for impl in ('d2lbert', 'd2l'):
         run = results['end_to_end'][impl]
         assert 'error' not in run, run
@@ -421,3 +427,21 @@ def test_bench_device_must_be_cpu_or_a_usable_gpu(capsys):
         code, stderr = run_main(['bench', '--quick', '--device', device], capsys)
         assert code == 2, stderr
         assert message in stderr and 'Traceback' not in stderr
+
+
+def test_rounds_alternate_the_order_and_add_up():
+    """Round 2 runs the implementations in reverse; the merged result is the total
+    steps over the total time, whatever each round's share."""
+    assert round_orders(('a', 'b', 'c'), 3) == [['a', 'b', 'c'], ['c', 'b', 'a'],
+                                                ['a', 'b', 'c']]
+    assert steps_per_round(10, 2) == 5 and steps_per_round(5, 2) == 3
+    slow = {'steps': 5, 'seconds': 30.0, 'pairs_per_s': 5 * 64 / 30.0,
+            'real_tokens_per_s': 5 * 2000 / 30.0, 'peak_rss_mb': 900.0}
+    fast = dict(slow, seconds=10.0, pairs_per_s=5 * 64 / 10.0,
+                real_tokens_per_s=5 * 2000 / 10.0, peak_rss_mb=950.0)
+    merged = merge_rounds([slow, fast])
+    assert merged['steps'] == 10 and merged['step_seconds'] == pytest.approx(4.0)
+    assert merged['pairs_per_s'] == pytest.approx(10 * 64 / 40.0)
+    assert merged['real_tokens_per_s'] == pytest.approx(10 * 2000 / 40.0)
+    assert merged['peak_rss_mb'] == 950.0 and merged['rounds'] == [slow, fast]
+    assert merge_rounds([slow, {'error': 'boom'}]) == {'error': 'boom'}

@@ -4,7 +4,8 @@ Every figure is a ratio measured in the same run, on the same machine, with the 
 thread count (absolute times on a shared machine are noisy; ratios much less so):
 
 * training steps (`step_*.py`): d2lbert, the book's `d2l.BERTModel` and GluonNLP's
-  `BERTModel`, same sizes (`configs.py`), same random batch, sentence pairs per second;
+  `BERTModel`, same sizes (`configs.py`), same random batch, sentence pairs per second,
+  timed in interleaved rounds (`rounds.py`);
 * fine-tuning steps on sentence pairs (`finetune_*.py`, the 'finetune' entry of
   `--configs`): d2lbert's `BERTClassifier`, the book's NLI chapter and `transformers`'
   `BertForSequenceClassification`, bert.small's size, the same SNLI-like pairs
@@ -36,6 +37,7 @@ from .finetune_lines import FINETUNE, FINETUNE_MODULES, SQUAD, finetune_examples
 from .finetune_pairs import FINETUNE_CONFIGS
 from .flops import step_flops
 from .machine import describe_machine
+from .rounds import merge_rounds, round_orders, steps_per_round
 
 PRETRAINING_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp', 'transformers')
@@ -48,6 +50,7 @@ class BenchOptions:
     a flag)."""
     configs: tuple = ('book', 'small', FINETUNE, SQUAD)
     steps: int = 10
+    rounds: int = 2           # of the pretraining steps (rounds.py)
     warmup: int = 3
     threads: int = 2
     device: str = 'cpu'       # or 'gpu:N'
@@ -67,6 +70,7 @@ class BenchOptions:
         """Raise a `ValueError` naming the first invalid setting."""
         check_choices('--configs', self.configs, tuple(CONFIGS) + (FINETUNE, SQUAD))
         check_int('--steps', self.steps, 1)
+        check_int('--rounds', self.rounds, 1)
         check_int('--threads', self.threads, 1)
         check_device(self.device)
         check_choices('--only', self.only, IMPLEMENTATIONS)
@@ -112,18 +116,25 @@ def run_worker(task, threads, log=print):
 
 
 def bench_steps(options, log=print):
-    """Training-step throughput of each implementation on each config."""
+    """Training-step throughput of each implementation on each config, in interleaved
+    rounds (`rounds.py`), each round in a fresh process."""
     results = {}
+    implementations = [i for i in PRETRAINING_IMPLEMENTATIONS if i in options.only]
+    steps = steps_per_round(options.steps, options.rounds)
     for name in (name for name in options.configs if name in CONFIGS):
         config = get_config(name)
         valid_lens = random_batch(config)['valid_lens']
         results[name] = {'config': config.to_dict(), 'flops': step_flops(config, valid_lens)}
-        for impl in (i for i in PRETRAINING_IMPLEMENTATIONS if i in options.only):
-            log(f'steps: {name} / {impl} ...')
-            results[name][impl] = run_worker(
-                {'kind': 'step', 'impl': impl, 'config_name': name,
-                 'steps': options.steps, 'warmup': options.warmup,
-                 'device': options.device}, options.threads, log)
+        runs = {impl: [] for impl in implementations}
+        for number, order in enumerate(round_orders(implementations, options.rounds), 1):
+            for impl in order:
+                log(f'steps: {name} / {impl} (round {number} of {options.rounds}) ...')
+                runs[impl].append(run_worker(
+                    {'kind': 'step', 'impl': impl, 'config_name': name, 'steps': steps,
+                     'warmup': options.warmup, 'device': options.device},
+                    options.threads, log))
+        for impl in implementations:
+            results[name][impl] = merge_rounds(runs[impl])
     return results
 
 

@@ -4,6 +4,7 @@ import os
 
 from .finetune_lines import FINETUNE, SQUAD
 from .machine import machine_line
+from .rounds import steps_per_round
 
 # (description, where to find the measured ratio, the ratio to reach)
 TARGETS = [
@@ -236,7 +237,8 @@ def format_report(results):
         parts.append(f"fp32 GEMM rate (npx.fully_connected {'x'.join(map(str, gemm['shape']))}"
                      f", best of 5): {gemm['flops_per_s'] / 1e9:.1f} GFLOP/s")
     if results.get('steps'):
-        parts.append('\nTraining step (forward + MLM/NSP losses + backward + Adam):\n' + _table(
+        parts.append('\nTraining step (forward + MLM/NSP losses + backward + Adam; '
+                     f'{step_method(results)}):\n' + _table(
             ['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
              'model GFLOP/s (of GEMM)', 'peak RSS MB'], step_rows(results)))
     for line in (FINETUNE, SQUAD):
@@ -267,6 +269,17 @@ def _markdown_table(header, rows):
     return '\n'.join(lines + ['| ' + ' | '.join(map(str, row)) + ' |' for row in rows])
 
 
+def step_method(results):
+    """How the training steps were timed: '10 steps in 2 interleaved rounds' etc."""
+    options = results['options']
+    rounds = options.get('rounds', 1)
+    steps = steps_per_round(options['steps'], rounds) * rounds
+    if rounds == 1:
+        return f'{steps} timed steps per implementation'
+    return (f'{steps} timed steps per implementation in {rounds} rounds, each a fresh '
+            'process, the implementations in turn, in reverse order every second round')
+
+
 def markdown_snippet(results):
     """A Markdown section for the README's performance section."""
     options = results['options']
@@ -282,7 +295,8 @@ def markdown_snippet(results):
         lines += [f"fp32 GEMM rate reached by MXNet here: {gemm['flops_per_s'] / 1e9:.1f} "
                   'GFLOP/s.', '']
     if results.get('steps'):
-        lines += [_markdown_table(['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
+        lines += [f'Training steps: {step_method(results)}.', '',
+                  _markdown_table(['config', 'impl', 'pairs/s', 'ms/step', 'd2lbert is',
                                    'model GFLOP/s (of GEMM)', 'peak RSS MB'],
                                   step_rows(results)), '']
     for line in (FINETUNE, SQUAD):
