@@ -51,9 +51,14 @@ CONFIGS = {
 
 
 def get_config(name):
-    if name not in CONFIGS:
-        raise ValueError(f'unknown benchmark config {name!r}; known: {sorted(CONFIGS)}')
-    return CONFIGS[name]
+    return named_config(CONFIGS, name, 'benchmark')
+
+
+def named_config(table, name, kind):
+    """table[name], or a ValueError naming the unknown `kind` config and the known ones."""
+    if name not in table:
+        raise ValueError(f'unknown {kind} config {name!r}; known: {sorted(table)}')
+    return table[name]
 
 
 def random_batch(config, seed=0):

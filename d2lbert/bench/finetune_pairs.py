@@ -28,6 +28,7 @@ import dataclasses
 import numpy as onp
 
 from ..data.tasks import EncodedExample, make_task_batch, truncate_pair
+from .configs import named_config
 
 # SNLI 1.0 (Bowman et al., 2015, table 1): mean tokens per premise and hypothesis.
 PREMISE_MEAN, HYPOTHESIS_MEAN = 14.1, 8.3
@@ -68,10 +69,7 @@ FINETUNE_CONFIGS = {
 
 
 def get_finetune_config(name):
-    if name not in FINETUNE_CONFIGS:
-        raise ValueError(f'unknown fine-tuning benchmark config {name!r}; known: '
-                         f'{sorted(FINETUNE_CONFIGS)}')
-    return FINETUNE_CONFIGS[name]
+    return named_config(FINETUNE_CONFIGS, name, 'fine-tuning benchmark')
 
 
 def snli_like_lengths(rng, mean, std, size):

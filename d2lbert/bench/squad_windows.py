@@ -29,6 +29,7 @@ padded to the window size (`run_qa.py`'s default); all batches are 384 wide.
 import numpy as onp
 
 from ..data.squad import MAX_QUERY_LEN, NO_ANSWER, QAWindow
+from .configs import named_config
 from .finetune_pairs import CLS_ID, FIRST_WORD_ID, SEP_ID, FinetuneConfig, snli_like_lengths
 
 QUESTION_MEAN, QUESTION_STD = 12.0, 4.0   # tokens
@@ -48,10 +49,7 @@ SQUAD_CONFIGS = {
 
 
 def get_squad_config(name):
-    if name not in SQUAD_CONFIGS:
-        raise ValueError(f'unknown SQuAD benchmark config {name!r}; known: '
-                         f'{sorted(SQUAD_CONFIGS)}')
-    return SQUAD_CONFIGS[name]
+    return named_config(SQUAD_CONFIGS, name, 'SQuAD benchmark')
 
 
 def full_window(index, question_ids, passage_ids, label):
