@@ -43,7 +43,8 @@ BAD_FLAGS = [
     (['convert', '--to-hf', '.', '--out', ''], '--out', "''"),
     *[(['bench', flag, value], flag, value) for flag, value in [
         ('--steps', '0'), ('--steps', '-1'), ('--steps', 'abc'),
-        ('--rounds', '0'), ('--rounds', 'two'), ('--threads', '0'), ('--threads', '-1'), ('--threads', 'two'),
+        ('--rounds', '0'), ('--rounds', 'two'),
+        ('--threads', '0'), ('--threads', '-1'), ('--threads', 'two'),
         ('--configs', 'huge'), ('--configs', ''), ('--configs', 'book,'),
         ('--only', 'foo'), ('--only', ''), ('--device', 'tpu'), ('--device', 'gpu:x'),
         ('--device', 'gpu:'), ('--device', 'gpu:0'), ('--wikitext', 'missing.tokens'),
