@@ -3,9 +3,12 @@
 Usage (from the repository root):
 
     python chapter_bert/tools/prose_density.py [chapter.md ...]
+    python chapter_bert/tools/prose_density.py --update-readme
 
 Without arguments it measures the chapters of chapter_bert/index.md's toc and prints a
-Markdown table (chapter, prose words, code lines, words per code line).
+Markdown table (chapter, prose words, code lines, words per code line). With
+--update-readme it writes that table into the section "Prose density" of
+chapter_bert/README.md instead (tests/test_prose_density.py checks that it is current).
 
 Definitions:
 
@@ -76,13 +79,37 @@ def table(paths):
     return '\n'.join(rows)
 
 
+def toc_table():
+    """The table of the chapters of chapter_bert/index.md's toc."""
+    return table([os.path.join(CHAPTER_DIR, name + '.md')
+                  for name in toc_chapters(os.path.join(CHAPTER_DIR, 'index.md'))])
+
+
+def readme_table(readme_text):
+    """The table (its lines starting with '|') of the section "Prose density"."""
+    section = readme_text.split('## Prose density', 1)[-1].split('\n## ', 1)[0]
+    return '\n'.join(line for line in section.split('\n') if line.startswith('|'))
+
+
+def update_readme(path=os.path.join(CHAPTER_DIR, 'README.md')):
+    """Replace the table of README.md's section "Prose density" by the current one."""
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
+    old = readme_table(text)
+    if '## Prose density' not in text or not old:
+        sys.exit(f'prose_density: {path} has no table in a section "## Prose density"')
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write(text.replace(old, toc_table()))
+
+
 def main(argv):
-    paths = argv or [os.path.join(CHAPTER_DIR, name + '.md')
-                     for name in toc_chapters(os.path.join(CHAPTER_DIR, 'index.md'))]
-    missing = [path for path in paths if not os.path.isfile(path)]
+    if argv == ['--update-readme']:
+        update_readme()
+        return
+    missing = [path for path in argv if not os.path.isfile(path)]
     if missing:
         sys.exit(f'prose_density: no such chapter file: {missing[0]}')
-    print(table(paths))
+    print(table(argv) if argv else toc_table())
 
 
 if __name__ == '__main__':
