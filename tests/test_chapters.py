@@ -26,8 +26,18 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHAPTER_DIR = os.path.join(ROOT, 'chapter_bert')
-CHAPTERS = ['bert.md', 'bert-dataset.md', 'bert-pretraining.md', 'bert-fine-tuning.md',
-            'bert-fast.md']
+
+
+def toc_chapters():
+    """The chapter files named in the ```toc``` block of chapter_bert/index.md, in order."""
+    with open(os.path.join(CHAPTER_DIR, 'index.md'), encoding='utf-8') as f:
+        block = re.search(r'^```toc\n(.*?)^```', f.read(), re.S | re.M)
+    assert block, 'chapter_bert/index.md has no ```toc``` block'
+    return [line.strip() + '.md' for line in block.group(1).split('\n')
+            if line.strip() and not line.strip().startswith(':')]
+
+
+CHAPTERS = toc_chapters()
 CELL = re.compile(r'^```\{\.python \.input\}\n(.*?)^```$', re.S | re.M)
 # The command the README documents (run from the repository root).
 NOTEBOOK_COMMAND = (
@@ -68,6 +78,8 @@ def package_objects():
 
 def test_chapters_have_code_and_saved_cells():
     assert os.path.isfile(os.path.join(CHAPTER_DIR, 'index.md'))
+    assert {'transformer-encoder.md', 'bert.md', 'bert-dataset.md',
+            'bert-pretraining.md'} <= set(CHAPTERS)
     for name in CHAPTERS:
         assert code_cells(name), name
     assert len(list(saved_cells())) >= 10
@@ -122,7 +134,7 @@ def convert_to_notebooks(folder):
 HAS_JUPYTEXT = shutil.which('jupytext') is not None
 # The longest first, so that the two lanes end at about the same time.
 LONGEST_FIRST = ['notebooks', 'bert-fine-tuning.md', 'bert-pretraining.md', 'bert-fast.md',
-                 'bert.md', 'bert-dataset.md']
+                 'bert.md', 'bert-dataset.md', 'transformer-encoder.md']
 
 
 def longest_first(name):

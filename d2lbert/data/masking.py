@@ -61,21 +61,47 @@ def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
                          '(is min_freq too large for this corpus?)')
     token_ids = np.asarray(token_ids, dtype=np.int32)
     starts = offsets_from_lengths(lengths)[:-1]
-    sequence_of = row_ids(lengths)
     is_candidate = token_ids >= num_reserved
     num_candidates = np.add.reduceat(is_candidate.astype(np.int64), starts) \
         if len(starts) else np.zeros(0, np.int64)
     num_preds = num_predictions(num_candidates, mask_prob)
+    chosen = choose_targets(is_candidate, lengths, num_preds, rng)
+    corrupted = corrupt(token_ids, chosen, rng, vocab_size, num_reserved, mask_id,
+                        mask_token_prob, random_token_prob)
+    pred_positions = (chosen - starts[row_ids(lengths)[chosen]]).astype(np.int32)
+    return MaskedTokens(corrupted, num_preds, pred_positions, token_ids[chosen])
 
-    # Sort each sequence's tokens: candidates first, in random order; then
-    # its first num_preds entries are a uniform random choice of candidates.
-    sort_key = sequence_of + np.where(is_candidate,
-                                      0.5 * rng.random(len(token_ids)), 0.75)
+
+def choose_targets(is_candidate, lengths, num_preds, rng):
+    """A uniform random choice of ``num_preds[i]`` candidates in every sequence i.
+
+    is_candidate: bool (num_tokens,), the sequences back to back.
+    lengths, num_preds: int (num_sequences,), with num_preds <= the candidates.
+    Returns int64 (sum(num_preds),): the flat indices of the chosen tokens, in
+    increasing order.
+
+    One sort does it for all sequences: the key of a token of sequence i is
+    ``i + u``, with u uniform in [0, 0.5) for a candidate and 0.75 otherwise.
+    Every sequence keeps its place, and inside it the candidates come first,
+    in random order; its first num_preds[i] tokens in that order are chosen.
+    """
+    starts = offsets_from_lengths(lengths)[:-1]
+    sort_key = row_ids(lengths) + np.where(
+        is_candidate, 0.5 * rng.random(len(is_candidate)), 0.75)
     order = np.argsort(sort_key, kind='stable')
-    rank_in_sequence = np.arange(len(token_ids)) - np.repeat(starts, lengths)
-    chosen = np.sort(order[rank_in_sequence < np.repeat(num_preds, lengths)])
+    rank_in_sequence = np.arange(len(order)) - np.repeat(starts, lengths)
+    return np.sort(order[rank_in_sequence < np.repeat(num_preds, lengths)])
 
-    labels = token_ids[chosen]
+
+def corrupt(token_ids, chosen, rng, vocab_size, num_reserved, mask_id,
+            mask_token_prob=0.8, random_token_prob=0.1):
+    """A copy of ``token_ids`` with every chosen token replaced by ``mask_id``
+    (probability mask_token_prob), by a random non-special token
+    (random_token_prob) or kept (the rest).
+
+    token_ids: int32 (num_tokens,); chosen: int (num_chosen,), flat indices.
+    Returns int32 (num_tokens,).
+    """
     corrupted = token_ids.copy()
     action = rng.random(len(chosen))
     to_mask = action < mask_token_prob
@@ -83,5 +109,4 @@ def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
     corrupted[chosen[to_mask]] = mask_id
     corrupted[chosen[to_random]] = rng.integers(
         num_reserved, vocab_size, size=int(to_random.sum()))
-    pred_positions = (chosen - starts[sequence_of[chosen]]).astype(np.int32)
-    return MaskedTokens(corrupted, num_preds, pred_positions, labels)
+    return corrupted
