@@ -27,7 +27,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHAPTER_DIR = os.path.join(ROOT, 'chapter_bert')
 CHAPTERS = ['bert.md', 'bert-dataset.md', 'bert-pretraining.md', 'bert-fine-tuning.md',
-            'bert-fast.md']
+            'bert-nli.md', 'bert-squad.md', 'bert-fast.md', 'bert-fast-kernels.md']
 CELL = re.compile(r'^```\{\.python \.input\}\n(.*?)^```$', re.S | re.M)
 # The command the README documents (run from the repository root).
 NOTEBOOK_COMMAND = (
@@ -121,8 +121,9 @@ def convert_to_notebooks(folder):
 
 HAS_JUPYTEXT = shutil.which('jupytext') is not None
 # The longest first, so that the two lanes end at about the same time.
-LONGEST_FIRST = ['notebooks', 'bert-fine-tuning.md', 'bert-pretraining.md', 'bert-fast.md',
-                 'bert.md', 'bert-dataset.md']
+LONGEST_FIRST = ['notebooks', 'bert-squad.md', 'bert-nli.md', 'bert-fine-tuning.md',
+                 'bert-pretraining.md', 'bert-fast.md', 'bert-fast-kernels.md', 'bert.md',
+                 'bert-dataset.md']
 
 
 def longest_first(name):
