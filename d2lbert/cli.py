@@ -21,10 +21,15 @@ PRETRAIN_FLAGS = [
     ('--max-len', int, DEFAULTS.max_len, 'longest <cls> a <sep> b <sep> sequence, in tokens'),
     ('--steps', int, DEFAULTS.steps, 'optimizer steps in total (a resumed run continues to it)'),
     ('--lr', float, DEFAULTS.lr, 'peak learning rate'),
-    ('--warmup', int, DEFAULTS.warmup, 'steps of linear warmup; then linear decay to 0'),
+    ('--warmup', int, DEFAULTS.warmup, 'steps of linear warmup (default: a fifth of '
+     '--steps); then linear decay to 0'),
     ('--weight-decay', float, DEFAULTS.weight_decay,
      'weight decay (never on biases and LayerNorm parameters)'),
     ('--clip', float, DEFAULTS.clip, 'clip the global gradient norm to this (0: off)'),
+    ('--dropout', float, DEFAULTS.dropout, 'dropout rate (default: 0.1 with --preset; a '
+     '--config file sets its own)'),
+    ('--masking', str, DEFAULTS.masking, "'dynamic' (new masked tokens every epoch) or "
+     "'static' (masked once, as the book)"),
     ('--optimizer', str, DEFAULTS.optimizer, 'adam, bertadam (decoupled weight decay) or lamb'),
     ('--accumulate', int, DEFAULTS.accumulate, 'batches whose gradients make one step'),
     ('--gpus', str, None, 'comma-separated GPU ids, e.g. 0,1 (default: all usable GPUs, '

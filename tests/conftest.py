@@ -121,29 +121,29 @@ def arch(request):
 
 
 
-# Pretraining with the defaults and seed 1, as a script: `pretrain(...)` and its summary
-# written as JSON to argv[2].
-SEED_1_PRETRAINING = """
+# The default pretraining on the book's model (--plain), as a script: `pretrain(...)` and
+# its summary written as JSON to argv[2].
+PLAIN_PRETRAINING = """
 import json, sys
 from d2lbert.train.pretrain import PretrainOptions, pretrain
-summary = pretrain(PretrainOptions(out=sys.argv[1], seed=1, progress=False))
+summary = pretrain(PretrainOptions(out=sys.argv[1], plain=True, progress=False))
 with open(sys.argv[2], 'w') as f:
     json.dump(summary, f)
 """
 
 
 @pytest.fixture(scope='session')
-def seed_1_pretraining_process(tmp_path_factory):
+def plain_pretraining_process(tmp_path_factory):
     """(process, output folder, summary file, stderr file) of the default pretraining
-    with seed 1, started in a process of its own so that it runs on the second core
-    while this process runs the default pretraining (seed 0); stopped at the end if
-    still running."""
-    folder = tmp_path_factory.mktemp('seed-1-pretraining')
+    with --plain, started in a process of its own so that it runs on the second core
+    while this process runs the default pretraining; stopped at the end if still
+    running."""
+    folder = tmp_path_factory.mktemp('plain-pretraining')
     out, summary_file = str(folder / 'run'), str(folder / 'summary.json')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO_ROOT,
                                                        os.environ.get('PYTHONPATH', '')]))
     with open(folder / 'stderr.txt', 'w') as stderr:
-        process = subprocess.Popen([sys.executable, '-c', SEED_1_PRETRAINING, out,
+        process = subprocess.Popen([sys.executable, '-c', PLAIN_PRETRAINING, out,
                                     summary_file], env=env, stdout=subprocess.DEVNULL,
                                    stderr=stderr)
     yield process, out, summary_file, str(folder / 'stderr.txt')
@@ -153,19 +153,19 @@ def seed_1_pretraining_process(tmp_path_factory):
 
 
 @pytest.fixture(scope='session')
-def default_pretraining_run(tmp_path_factory, seed_1_pretraining_process):
+def default_pretraining_run(tmp_path_factory, plain_pretraining_process):
     """(output folder, summary) of `d2lbert pretrain` with its defaults, run once for
     the tests that check it learns and the fine-tuning tests that start from it (the
-    seed-1 run starts first, to run alongside)."""
+    --plain run starts first, to run alongside)."""
     from d2lbert.train.pretrain import PretrainOptions, pretrain
     out = str(tmp_path_factory.mktemp('default-pretraining') / 'run')
     return out, pretrain(PretrainOptions(out=out, progress=False))
 
 
 @pytest.fixture(scope='session')
-def seed_1_pretraining_run(seed_1_pretraining_process):
-    """(output folder, summary) of the default pretraining with seed 1."""
-    process, out, summary_file, stderr_file = seed_1_pretraining_process
+def plain_pretraining_run(plain_pretraining_process):
+    """(output folder, summary) of the default pretraining with --plain."""
+    process, out, summary_file, stderr_file = plain_pretraining_process
     process.wait(timeout=900)
     with open(stderr_file) as f:
         assert process.returncode == 0, f.read()[-3000:]

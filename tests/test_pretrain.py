@@ -21,7 +21,8 @@ from d2lbert.data import load_data_wiki
 from d2lbert.train.loss_scale import DynamicLossScale
 from d2lbert.train.metrics import IntervalMeans
 from d2lbert.train.optimizer import make_trainer
-from d2lbert.train.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
+from d2lbert.train.pretrain import (PretrainError, PretrainOptions, TrainingDiverged, pretrain,
+                                    warmup_steps)
 from d2lbert.train.step import forward_backward, optimizer_step
 from test_cli_flags import run_main
 
@@ -160,22 +161,23 @@ def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
     assert len(train_losses(full)) == 12
 
 
-def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run,
-                                                  seed_1_pretraining_run):
-    """The proof of the main job, with the default schedule: held-out MLM accuracy beats
-    always predicting the most frequent token, NSP accuracy beats 60% on average over two
-    seeds, and the artifacts are there.
+# What the default job must reach at its last evaluation (step 500), whatever the CPU.
+THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 
-    Whether NSP leaves its plateau at chance within the 500 steps depends on the seed
-    and on the CPU's rounding: on a Zen 1 with one thread seed 0 stayed at 0.57 while
-    seeds 1 and 2 reached 0.81 and 0.78, hence the mean over seeds 0 and 1.
+
+def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
+    """The proof of the main job, seed 0 alone: held-out MLM accuracy >= 0.45 (the most
+    frequent token scores 0.108) and NSP accuracy >= 0.75 (the majority label 0.553),
+    no collapse warning after the warmup, and the artifacts are there.
+
+    With the schedule of earlier versions (50 warmup steps, dropout 0.2) seed 0 ended
+    at NSP 0.583 (chapter_bert/tools/pretrain_study.py tabulates 16 runs).
     """
     out, result = default_pretraining_run
-    _, second = seed_1_pretraining_run
-    finals = [result['eval'], second['eval']]
-    for final in finals:
-        assert final['mlm_accuracy'] > final['mlm_baseline_accuracy'] + 0.05, final
-    assert onp.mean([final['nsp_accuracy'] for final in finals]) > 0.6, finals
+    final = result['eval']
+    for name, threshold in THRESHOLDS.items():
+        assert final[name] >= threshold, final
+    assert not [r for r in read_metrics(out) if 'warning' in r]
     for name in ('metrics.jsonl', 'loss.png', 'config.json', 'vocab.json'):
         assert os.path.isfile(os.path.join(out, name)), name
     net, vocab = d2lbert.load_pretrained(out)
@@ -184,6 +186,36 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run,
     encode = subprocess.run([sys.executable, '-m', 'd2lbert', 'encode', '--model', out,
                              'the river ||| it flows'], capture_output=True, text=True)
     assert encode.returncode == 0 and '7 tokens x 128 dimensions' in encode.stdout
+
+
+def test_the_books_model_learns_with_the_same_defaults(plain_pretraining_run):
+    """--plain (the book's blocks on MXNet's operators) meets the same thresholds."""
+    _, result = plain_pretraining_run
+    for name, threshold in THRESHOLDS.items():
+        assert result['eval'][name] >= threshold, result['eval']
+
+
+def test_default_warmup_is_a_fifth_of_the_steps():
+    assert warmup_steps(PretrainOptions(steps=500)) == 100
+    assert warmup_steps(PretrainOptions(steps=2000)) == 400
+    assert warmup_steps(PretrainOptions(steps=2000, warmup=7)) == 7
+    assert warmup_steps(PretrainOptions(steps=2000, warmup=0)) == 0
+
+
+def test_a_run_that_learns_nothing_is_told_so(tmp_path, capsys):
+    """At a learning rate too small to move anything, the held-out accuracies stay at
+    (below) what ignoring the input scores: after the warmup, the evaluation says so in
+    the log and in metrics.jsonl; during the warmup it doesn't."""
+    out = str(tmp_path / 'run')
+    pretrain(PretrainOptions(out=out, steps=4, warmup=2, lr=1e-9, eval_every=2,
+                             save_every=0, batch_size=16, progress=False))
+    evaluations = [r for r in read_metrics(out) if r['split'] == 'valid']
+    assert [r['step'] for r in evaluations] == [2, 4]
+    assert 'warning' not in evaluations[0]
+    warning = evaluations[1]['warning']
+    assert 'MLM accuracy' in warning and 'NSP accuracy' in warning and '--lr' in warning
+    printed = capsys.readouterr()
+    assert warning in printed.out + printed.err
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
