@@ -1,0 +1,178 @@
+"""How reliably `d2lbert pretrain` learns: the runs behind the pretraining chapter's tables.
+
+    python chapter_bert/tools/pretrain_study.py [--jobs 2] [--only default,plain,...]
+        [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens]
+        [--out chapter_bert/results/pretrain-study.json]
+
+Every run is `python -m d2lbert pretrain` in a process of its own, with OMP_NUM_THREADS
+set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
+
+* default: the default job (bundled corpus, 500 steps) for seeds 0-7, with 1 and with 2
+  threads (the thread count changes how sums are rounded, and so the trajectory);
+* plain: the same with --plain (the book's model on MXNet's operators), seeds 0-7, 1 thread;
+* earlier: the recipe of earlier versions (50 warmup steps, dropout 0.2, static masks),
+  seeds 0-7, 1 thread;
+* changes: seed 0 with one flag changed (--warmup 20, --clip 0, --lr 0.002, --lr 0.0005),
+  each of which must either learn or print the collapse warning;
+* wikitext: real text. The shared WikiText-2 file (`--wikitext`, WikiText-2's validation
+  split: 60 articles) is split by articles: the first 48 become wiki.train.tokens, the
+  last 12 wiki.valid.tokens; then `--steps 2000` with no other flag.
+
+Each run's held-out evaluations (metrics.jsonl), collapse warnings and time go into the
+results file, with the machine and the date; the chapter and the README quote it, and
+tests/test_quoted_numbers.py checks them against it. Times are wall-clock seconds of runs
+that shared the machine with each other (`--jobs`): compare accuracies, not times.
+"""
+import argparse
+import concurrent.futures
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(os.path.dirname(HERE), 'results', 'pretrain-study.json')
+SEEDS = range(8)
+THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
+CHANGES = (('--warmup', '20'), ('--clip', '0'), ('--lr', '0.002'), ('--lr', '0.0005'))
+EARLIER_RECIPE = ['--warmup', '50', '--dropout', '0.2', '--masking', 'static']
+WIKITEXT_TRAIN_ARTICLES = 48
+ARTICLE_TITLE = re.compile(r'^ = [^=].* = $')
+
+
+def planned_runs(parts, wikitext_dir):
+    """[(part, seed, threads, flags)] of the runs in `parts`."""
+    runs = []
+    if 'default' in parts:
+        runs += [('default', seed, threads, []) for threads in (1, 2) for seed in SEEDS]
+    if 'plain' in parts:
+        runs += [('plain', seed, 1, ['--plain']) for seed in SEEDS]
+    if 'earlier' in parts:
+        runs += [('earlier', seed, 1, EARLIER_RECIPE) for seed in SEEDS]
+    if 'changes' in parts:
+        runs += [('changes', 0, 1, list(change)) for change in CHANGES]
+    if 'wikitext' in parts:
+        runs += [('wikitext', 0, 2, ['--data', wikitext_dir, '--steps', '2000',
+                                     '--eval-every', '500'])]
+    return runs
+
+
+def split_wikitext(path, folder):
+    """Write the articles of WikiText file `path` into `folder` as wiki.train.tokens (the
+    first WIKITEXT_TRAIN_ARTICLES) and wiki.valid.tokens (the rest); returns `folder`."""
+    with open(path, encoding='utf-8') as f:
+        lines = f.read().split('\n')
+    starts = [i for i, line in enumerate(lines) if ARTICLE_TITLE.match(line)]
+    if len(starts) <= WIKITEXT_TRAIN_ARTICLES:
+        raise SystemExit(f'--wikitext {path}: {len(starts)} articles, need more than '
+                         f'{WIKITEXT_TRAIN_ARTICLES}')
+    cut = starts[WIKITEXT_TRAIN_ARTICLES]
+    os.makedirs(folder, exist_ok=True)
+    for name, part in (('wiki.train.tokens', lines[:cut]), ('wiki.valid.tokens', lines[cut:])):
+        with open(os.path.join(folder, name), 'w', encoding='utf-8') as f:
+            f.write('\n'.join(part) + '\n')
+    return folder
+
+
+def run_pretrain(index, part, seed, threads, flags, scratch):
+    """Run number `index`, one `d2lbert pretrain`; returns its record for the results
+    file."""
+    out = os.path.join(scratch, f'{index}-{part}-seed{seed}-threads{threads}')
+    command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--seed', str(seed), '--out', out,
+               '--save-every', '0', '--no-progress', *flags]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    tic = time.time()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.time() - tic
+    if done.returncode != 0:
+        raise SystemExit(f'{" ".join(command)} failed:\n{done.stderr[-3000:]}')
+    with open(os.path.join(out, 'metrics.jsonl'), encoding='utf-8') as f:
+        records = [json.loads(line) for line in f]
+    evals = [r for r in records if r['split'] == 'valid']
+    train = [r for r in records if r['split'] == 'train']
+    return {'part': part, 'seed': seed, 'threads': threads, 'flags': ' '.join(flags),
+            'seconds': round(seconds, 1), 'evaluations': evals,
+            'final': evals[-1], 'final_train_mlm_loss': train[-1]['mlm_loss'],
+            'warnings': [r['warning'] for r in evals if 'warning' in r]}
+
+
+def summarize(records):
+    """Per part: the number of runs, the lowest final accuracies and how many runs reach
+    THRESHOLDS."""
+    summary = {}
+    for part in sorted({r['part'] for r in records}):
+        finals = [r['final'] for r in records if r['part'] == part]
+        summary[part] = {
+            'runs': len(finals),
+            'min_mlm_accuracy': min(f['mlm_accuracy'] for f in finals),
+            'min_nsp_accuracy': min(f['nsp_accuracy'] for f in finals),
+            'reaching_thresholds': sum(all(f[k] >= v for k, v in THRESHOLDS.items())
+                                       for f in finals)}
+    return summary
+
+
+def markdown_table(records):
+    """The runs as a markdown table: part, flags, seed, threads, final accuracies."""
+    lines = ['| part | flags | seed | threads | step | MLM acc. | NSP acc. | warning |',
+             '|---|---|---|---|---|---|---|---|']
+    for r in records:
+        f = r['final']
+        lines.append(f"| {r['part']} | {r['flags']} | {r['seed']} | {r['threads']} | "
+                     f"{f['step']} | {f['mlm_accuracy']:.3f} | {f['nsp_accuracy']:.3f} | "
+                     f"{'yes' if r['warnings'] else ''} |")
+    return '\n'.join(lines)
+
+
+def earlier_runs(path):
+    """The runs already in results file `path` (a study can be run part by part)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding='utf-8') as f:
+        return json.load(f)['runs']
+
+
+def machine():
+    """The CPU this ran on (d2lbert bench's description)."""
+    from d2lbert.bench.machine import cpu_description
+    return cpu_description()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--only', default='wikitext,default,changes,plain,earlier')
+    parser.add_argument('--jobs', type=int, default=2)
+    parser.add_argument('--wikitext', default=os.path.join(
+        os.path.dirname(os.path.dirname(HERE)), '..', 'shared', 'data', 'wikitext-2',
+        'wiki.valid.tokens'))
+    parser.add_argument('--out', default=RESULTS)
+    args = parser.parse_args(argv)
+    parts = args.only.split(',')
+    with tempfile.TemporaryDirectory() as scratch:
+        wikitext_dir = (split_wikitext(args.wikitext, os.path.join(scratch, 'wikitext'))
+                        if 'wikitext' in parts else None)
+        runs_dir = os.path.join(scratch, 'runs')
+        os.makedirs(runs_dir)
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            futures = [pool.submit(run_pretrain, index, *run, runs_dir)
+                       for index, run in enumerate(planned_runs(parts, wikitext_dir))]
+            records = []
+            for future in futures:
+                records.append(future.result())
+                print(markdown_table(records[-1:]).split('\n')[-1], flush=True)
+    records = [r for r in earlier_runs(args.out) if r['part'] not in parts] + records
+    results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
+               'command': 'python chapter_bert/tools/pretrain_study.py',
+               'thresholds': THRESHOLDS, 'summary': summarize(records), 'runs': records}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, 'w', encoding='utf-8') as f:
+        json.dump(results, f, indent=1)
+    print(markdown_table(records))
+    print(json.dumps(results['summary'], indent=1))
+
+
+if __name__ == '__main__':
+    main()
