@@ -35,10 +35,11 @@ CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic'
                  '--disable-component-update', '--disable-sync']
 CELL = re.compile(r'^```\{\.python \.input\}\n(.*?)^```$', re.S | re.M)
 INSTALL = ('apt-get install chromium pandoc && pip install playwright '
-           '(bash .ci/run installs both)')
+           '(bash .ci/run installs them)')
 
 # In document order: each code block of a page with its text, the output blocks and the
-# figures drawn by cells (_images/output_*) that follow it; the images' load state; the links; the ids; the math.
+# figures drawn by cells (_images/output_*) that follow it; then every image's load
+# state, the links, the ids, the math before and after MathJax.
 PAGE_SCRIPT = """async () => {
   if (window.MathJax && MathJax.startup) { await MathJax.startup.promise; }
   const blocks = [];
@@ -53,8 +54,8 @@ PAGE_SCRIPT = """async () => {
       blocks.push({kind: 'code', text: el.innerText});
     }
   }
-  const images = [...document.images].map(
-      img => ({src: img.getAttribute('src'), loaded: img.complete && img.naturalWidth > 0}));
+  const images = [...document.images].map(img => (
+      {src: img.getAttribute('src'), loaded: img.complete && img.naturalWidth > 0}));
   const links = [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'));
   const ids = [...document.querySelectorAll('[id]')].map(el => el.id);
   const text = document.body.innerText;

@@ -15,10 +15,12 @@ own builder, d2lbook 1.0.3, reads them: it lives in a virtual environment of its
 differ from the project's; the notebooks run in the project's Python through a Jupyter
 kernel named python3 that this script points at sys.executable. MathJax 3 is copied
 into the pages (d2lbook loads it from a CDN) and so is the copy button's image, so the
-pages need no network; run_d2lbook.py lists what else this book changes in d2lbook. A second build reuses the notebooks whose chapter, figures and
-package code are unchanged (d2lbook compares modification times); --clean starts over.
+pages need no network; run_d2lbook.py lists what else this book changes in d2lbook.
+A second build reuses the notebooks whose chapter, figures and package code are
+unchanged (d2lbook compares modification times); --clean starts over.
 """
 import argparse
+import fcntl
 import json
 import os
 import re
@@ -32,7 +34,7 @@ CHAPTER_DIR = os.path.dirname(TOOLS)
 ROOT = os.path.dirname(CHAPTER_DIR)
 BUILD_DIR = os.path.join(ROOT, '_build')
 VENV = os.path.join(BUILD_DIR, 'd2lbook-venv')
-# d2lbook 1.0.3 needs pybtex 0.24 (sphinxcontrib-bibtex fails with 0.25); the MathJax 3
+# d2lbook 1.0.3 with the pybtex it is known to build these chapters with; the MathJax 3
 # distribution comes in a wheel that holds it unchanged (installed without its Django).
 BUILDER_PACKAGES = ['d2lbook==1.0.3', 'pybtex==0.24.0']
 MATHJAX_PACKAGE = 'django-static-mathjax==3.2.2.1'
@@ -90,13 +92,19 @@ def site_packages(venv):
 
 
 def prepare_out(out):
-    """Create `out`, or accept it if an earlier build made it; never write into a
-    folder of the user's."""
+    """Create `out`, or accept it if an earlier build made it (never write into a folder
+    of the user's), and lock it: the returned open file holds the lock until closed."""
     if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
         raise BuildError(f'--out {out}: the folder exists, is not empty and was not made '
                          f'by this script; choose another one')
     os.makedirs(out, exist_ok=True)
-    open(os.path.join(out, MARKER), 'w').close()
+    lock = open(os.path.join(out, MARKER), 'w')
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise BuildError(f'--out {out}: another build is writing into this folder') from None
+    return lock
 
 
 def write_config(out, chapters):
@@ -164,22 +172,22 @@ def build(out, quick, venv, clean):
     if shutil.which('pandoc') is None:
         raise BuildError('pandoc not found: install it (Debian: apt-get install pandoc)')
     chapters = toc_chapters(os.path.join(CHAPTER_DIR, 'index.md'))
-    prepare_out(out)
-    if clean:
-        for sub in ['eval', 'rst', 'html']:
-            shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
-    ensure_builder(venv)
-    write_config(out, chapters)
-    stage_static_files(out, venv)
-    env = builder_env(out, venv, quick)
-    started = time.time()
-    done = subprocess.run([venv_python(venv), RUN_D2LBOOK, 'build', 'html'], cwd=out, env=env)
-    if done.returncode != 0:
-        raise BuildError(f'd2lbook build html failed (exit {done.returncode}); '
-                         f'its messages are above')
-    print(f'Built {len(chapters)} chapters in {time.time() - started:.0f} s:\n'
-          f'  notebooks  {os.path.join(out, "eval")}/*.ipynb\n'
-          f'  HTML book  {os.path.join(out, "html", "index.html")}')
+    with prepare_out(out):
+        if clean:
+            for sub in ['eval', 'rst', 'html']:
+                shutil.rmtree(os.path.join(out, sub), ignore_errors=True)
+        ensure_builder(venv)
+        write_config(out, chapters)
+        stage_static_files(out, venv)
+        env = builder_env(out, venv, quick)
+        started = time.time()
+        done = subprocess.run([venv_python(venv), RUN_D2LBOOK, 'build', 'html'], cwd=out, env=env)
+        if done.returncode != 0:
+            raise BuildError(f'd2lbook build html failed (exit {done.returncode}); '
+                             f'its messages are above')
+        print(f'Built {len(chapters)} chapters in {time.time() - started:.0f} s:\n'
+              f'  notebooks  {os.path.join(out, "eval")}/*.ipynb\n'
+              f'  HTML book  {os.path.join(out, "html", "index.html")}')
 
 
 def main(argv=None):
@@ -192,7 +200,13 @@ def main(argv=None):
                         help='run every notebook again instead of reusing unchanged ones')
     parser.add_argument('--venv', default=VENV,
                         help=f'virtual environment of d2lbook (default {VENV})')
+    parser.add_argument('--setup', action='store_true',
+                        help='only install d2lbook and MathJax into --venv (CI does this '
+                             'before the tests)')
     args = parser.parse_args(argv)
+    if args.setup:
+        ensure_builder(os.path.abspath(args.venv))
+        return
     quick = args.quick or bool(os.environ.get('D2LBERT_QUICK'))
     out = os.path.abspath(args.out or os.path.join(
         BUILD_DIR, 'book-quick' if quick else 'book'))
