@@ -21,6 +21,7 @@ unchanged (d2lbook compares modification times); --clean starts over.
 """
 import argparse
 import fcntl
+import importlib.util
 import json
 import os
 import re
@@ -171,6 +172,9 @@ def build(out, quick, venv, clean):
     """Build the notebooks and the HTML pages of the book into `out`."""
     if shutil.which('pandoc') is None:
         raise BuildError('pandoc not found: install it (Debian: apt-get install pandoc)')
+    if importlib.util.find_spec('ipykernel') is None:
+        raise BuildError(f'ipykernel not found in {sys.executable}, which runs the notebooks: '
+                         f'pip install ipykernel')
     chapters = toc_chapters(os.path.join(CHAPTER_DIR, 'index.md'))
     with prepare_out(out):
         if clean:
