@@ -168,6 +168,16 @@ def stage_static_files(out, venv):
     shutil.copyfile(COPY_BUTTON_SVG, os.path.join(static, 'copy-button.svg'))
 
 
+def unbuilt(out, names):
+    """The chapters in `names` whose executed notebook is missing or older than the
+    chapter."""
+    def stale(name):
+        notebook = os.path.join(out, 'eval', name + '.ipynb')
+        return (not os.path.isfile(notebook) or os.path.getmtime(notebook)
+                < os.path.getmtime(os.path.join(CHAPTER_DIR, name + '.md')))
+    return [name for name in names if stale(name)]
+
+
 def build(out, quick, venv, clean):
     """Build the notebooks and the HTML pages of the book into `out`."""
     if shutil.which('pandoc') is None:
@@ -187,8 +197,9 @@ def build(out, quick, venv, clean):
         started = time.time()
         done = subprocess.run([venv_python(venv), RUN_D2LBOOK, 'build', 'html'], cwd=out, env=env)
         if done.returncode != 0:
-            raise BuildError(f'd2lbook build html failed (exit {done.returncode}); '
-                             f'its messages are above')
+            failed = ', '.join(unbuilt(out, ['index'] + chapters)) or 'none'
+            raise BuildError(f'd2lbook build html failed (exit {done.returncode}; chapters '
+                             f'without an up-to-date notebook: {failed}); see its messages')
         print(f'Built {len(chapters)} chapters in {time.time() - started:.0f} s:\n'
               f'  notebooks  {os.path.join(out, "eval")}/*.ipynb\n'
               f'  HTML book  {os.path.join(out, "html", "index.html")}')
