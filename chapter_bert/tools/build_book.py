@@ -76,11 +76,12 @@ def ensure_builder(venv):
             if json.load(f) == wanted:
                 return
     print(f'Installing {", ".join(wanted)} into {venv} (once)', flush=True)
-    if not os.path.isdir(venv):
-        subprocess.run([sys.executable, '-m', 'venv', venv], check=True)
     pip = [venv_python(venv), '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check']
-    subprocess.run(pip + BUILDER_PACKAGES, check=True)
-    subprocess.run(pip + ['--no-deps', MATHJAX_PACKAGE], check=True)
+    steps = [] if os.path.isdir(venv) else [[sys.executable, '-m', 'venv', venv]]
+    for step in steps + [pip + BUILDER_PACKAGES, pip + ['--no-deps', MATHJAX_PACKAGE]]:
+        if subprocess.run(step).returncode != 0:
+            raise BuildError(f'--venv {venv}: `{" ".join(step[-3:])}` failed '
+                             f'(its messages are above)')
     with open(stamp, 'w', encoding='utf-8') as f:
         json.dump(wanted, f)
 
@@ -95,6 +96,8 @@ def site_packages(venv):
 def prepare_out(out):
     """Create `out`, or accept it if an earlier build made it (never write into a folder
     of the user's), and lock it: the returned open file holds the lock until closed."""
+    if os.path.islink(out) or (os.path.exists(out) and not os.path.isdir(out)):
+        raise BuildError(f'--out {out}: not a folder (or a symlink); choose another one')
     if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
         raise BuildError(f'--out {out}: the folder exists, is not empty and was not made '
                          f'by this script; choose another one')
@@ -219,14 +222,14 @@ def main(argv=None):
                         help='only install d2lbook and MathJax into --venv (CI does this '
                              'before the tests)')
     args = parser.parse_args(argv)
-    if args.setup:
-        ensure_builder(os.path.abspath(args.venv))
-        return
     quick = args.quick or bool(os.environ.get('D2LBERT_QUICK'))
     out = os.path.abspath(args.out or os.path.join(
         BUILD_DIR, 'book-quick' if quick else 'book'))
     try:
-        build(out, quick, os.path.abspath(args.venv), args.clean)
+        if args.setup:
+            ensure_builder(os.path.abspath(args.venv))
+        else:
+            build(out, quick, os.path.abspath(args.venv), args.clean)
     except BuildError as err:
         sys.exit(f'build_book: {err}')
 
