@@ -53,8 +53,10 @@ setup(
         # scikit-learn, scipy and seqeval are the references for the fine-tuning metrics
         # (numpy<1.24 from install_requires holds in the same resolve); transformers 5.17 still
         # has transformers.data.metrics.squad_metrics (the SQuAD metric's reference; 5.24 not)
-        'test': ['pytest', 'safetensors', 'transformers==5.17.*', 'torch==2.13.0', 'jupytext',
-                 'nbformat', 'nbclient', 'ipykernel', 'scikit-learn', 'scipy', 'seqeval'],
+        # ipykernel runs the book's notebooks (chapter_bert/tools/build_book.py); playwright
+        # drives Debian's chromium in tests/test_book.py
+        'test': ['pytest', 'safetensors', 'transformers==5.17.*', 'torch==2.13.0',
+                 'ipykernel', 'playwright', 'scikit-learn', 'scipy', 'seqeval'],
     },
     entry_points={'console_scripts': ['d2lbert=d2lbert.cli:main']},
     license='Apache-2.0',

@@ -1,15 +1,15 @@
-"""The book chapters in chapter_bert/: no drift from the package, they run, they convert
-to notebooks.
+"""The book chapters in chapter_bert/: no drift from the package, they run, and the
+command that builds the book is the one the book documents.
 
 * Every ```{.python .input}``` cell whose first line is `#@save` must be byte-identical
   (minus that line) to `inspect.getsource` of the d2lbert objects it defines.
 * Every chapter runs top to bottom as a script in quick mode (D2LBERT_QUICK=1), on the
   CPU, offline, in a subprocess with a temp working dir and D2LBERT_HOME.
-* `NOTEBOOK_COMMAND` (the documented conversion) yields notebooks whose code cells are
-  the chapter's cells.
+* `BOOK_COMMAND` (which builds the notebooks and the HTML book) is the one that
+  chapter_bert/index.md and chapter_bert/README.md document; tests/test_book.py runs it.
 
-The chapter scripts and the conversion are subprocesses of one OpenMP thread each, run
-two at a time (one per core of a two-core machine) as soon as the first is needed.
+The chapter scripts are subprocesses of one OpenMP thread each, run two at a time (one
+per core of a two-core machine) as soon as the first is needed.
 """
 import ast
 import concurrent.futures
@@ -18,7 +18,6 @@ import inspect
 import os
 import pkgutil
 import re
-import shutil
 import subprocess
 import sys
 
@@ -39,11 +38,9 @@ def toc_chapters():
 
 CHAPTERS = toc_chapters()
 CELL = re.compile(r'^```\{\.python \.input\}\n(.*?)^```$', re.S | re.M)
-# The command the README documents (run from the repository root).
-NOTEBOOK_COMMAND = (
-    'for f in chapter_bert/*.md; do '
-    "sed 's/^```{\\.python \\.input}$/```python/' \"$f\" | "
-    'jupytext --from md --to ipynb --set-kernel python3 -o "${f%.md}.ipynb" -; done')
+# The command that builds the book, as the book documents it (run from the repository
+# root; tests/test_book.py runs it with --quick).
+BOOK_COMMAND = 'python chapter_bert/tools/build_book.py'
 
 
 def code_cells(name):
@@ -122,20 +119,10 @@ def run_quick(name, folder):
                           capture_output=True, text=True, timeout=300)
 
 
-def convert_to_notebooks(folder):
-    """(finished process, folder of the notebooks) of `NOTEBOOK_COMMAND` run on a copy
-    of the chapters in `folder`."""
-    copy = folder / 'chapter_bert'
-    shutil.copytree(CHAPTER_DIR, copy)
-    return subprocess.run(['bash', '-c', NOTEBOOK_COMMAND], cwd=folder,
-                          capture_output=True, text=True, timeout=120), copy
-
-
-HAS_JUPYTEXT = shutil.which('jupytext') is not None
 # The longest first, so that the two lanes end at about the same time.
-LONGEST_FIRST = ['notebooks', 'bert-squad.md', 'bert-nli.md', 'bert-fine-tuning.md',
-                 'bert-pretraining.md', 'bert-fast.md', 'bert-fast-kernels.md', 'bert.md',
-                 'bert-dataset.md', 'transformer-encoder.md']
+LONGEST_FIRST = ['bert-squad.md', 'bert-nli.md', 'bert-fine-tuning.md', 'bert-pretraining.md',
+                 'bert-fast.md', 'bert-fast-kernels.md', 'bert.md', 'bert-dataset.md',
+                 'transformer-encoder.md']
 
 
 def longest_first(name):
@@ -145,21 +132,17 @@ def longest_first(name):
 
 @pytest.fixture(scope='module')
 def subprocess_runs(request, tmp_path_factory):
-    """{chapter name or 'notebooks': future of its finished process}, for the chapters
-    and the conversion this session's tests check, started two at a time."""
+    """{chapter name: future of its finished process}, for the chapters this session's
+    tests check, started two at a time."""
     wanted = set()
     for item in request.session.items:
         if item.originalname == 'test_chapter_runs_in_quick_mode':
             wanted.add(item.callspec.params['name'])
-        elif item.originalname == 'test_notebook_conversion_keeps_the_code_cells' \
-                and HAS_JUPYTEXT:
-            wanted.add('notebooks')
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     runs = {}
     for name in sorted(wanted, key=longest_first):
         folder = tmp_path_factory.mktemp(name.replace('.', '-'))
-        runs[name] = (pool.submit(convert_to_notebooks, folder) if name == 'notebooks'
-                      else pool.submit(run_quick, name, folder))
+        runs[name] = pool.submit(run_quick, name, folder)
     yield runs
     pool.shutdown(cancel_futures=True)
 
@@ -171,22 +154,8 @@ def test_chapter_runs_in_quick_mode(name, subprocess_runs):
         f'{name} failed in quick mode:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}')
 
 
-@pytest.mark.skipif(not HAS_JUPYTEXT, reason='jupytext not installed')
-def test_notebook_conversion_keeps_the_code_cells(subprocess_runs):
-    nbformat = pytest.importorskip('nbformat')
-    result, copy = subprocess_runs['notebooks'].result()
-    assert result.returncode == 0, result.stderr
-    for name in CHAPTERS:
-        notebook = nbformat.read(str(copy / name.replace('.md', '.ipynb')), as_version=4)
-        nbformat.validate(notebook)
-        assert notebook.metadata.kernelspec.language == 'python'
-        cells = [cell.source for cell in notebook.cells if cell.cell_type == 'code']
-        assert cells == code_cells(name), name
-        markdown = ''.join(cell.source for cell in notebook.cells
-                           if cell.cell_type == 'markdown')
-        assert '```{.python .input}' not in markdown and '```python' not in markdown
-
-
-def test_index_documents_the_notebook_command():
-    with open(os.path.join(CHAPTER_DIR, 'index.md'), encoding='utf-8') as f:
-        assert NOTEBOOK_COMMAND in f.read()
+@pytest.mark.parametrize('name', ['index.md', 'README.md'])
+def test_the_book_documents_the_book_command(name):
+    with open(os.path.join(CHAPTER_DIR, name), encoding='utf-8') as f:
+        assert BOOK_COMMAND in f.read()
+    assert os.path.isfile(os.path.join(ROOT, *BOOK_COMMAND.split()[1].split('/')))
