@@ -25,7 +25,7 @@ from .model import (AddNorm, BERTClassifier, BERTConfig, BERTEncoder,  # noqa: E
                     BERTForQuestionAnswering, BERTModel, BERTTagger, MaskLMDecoder,
                     MultiHeadAttention, NextSentenceClassifier, PositionWiseFFN,
                     TransformerEncoderBlock, masked_softmax)
-from .train import try_all_gpus, try_gpu  # noqa: E402
+from .run import try_all_gpus, try_gpu  # noqa: E402
 from .util.checks import skip_value_checks  # noqa: E402
 
 __version__ = '0.1.0'

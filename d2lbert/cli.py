@@ -4,9 +4,9 @@ import dataclasses
 import os
 import sys
 
-from .train.finetune import FinetuneOptions
-from .train.finetune_data import SQUAD_TASKS, TASK_NAMES
-from .train.pretrain import KVSTORES, PretrainOptions
+from .finetuning.finetune import FinetuneOptions
+from .finetuning.finetune_data import SQUAD_TASKS, TASK_NAMES
+from .pretraining.pretrain import KVSTORES, PretrainOptions
 from .util.options import check_folder, check_int, check_output_file, check_text
 
 DEFAULTS = PretrainOptions()
@@ -70,7 +70,7 @@ def add_pretrain_parser(subparsers):
 
 def run_pretrain(args):
     """Every flag is checked (by `PretrainOptions`) before anything is read or written."""
-    from .train.pretrain import pretrain
+    from .pretraining.pretrain import pretrain
     names = {field.name for field in dataclasses.fields(PretrainOptions)}
     options = PretrainOptions(**{k: v for k, v in vars(args).items() if k in names},
                               progress=not args.no_progress)
@@ -157,7 +157,7 @@ def load_model_flag(model):
 
 
 def run_finetune(args):
-    from .train.finetune import check_sources, finetune
+    from .finetuning.finetune import check_sources, finetune
     names = {field.name for field in dataclasses.fields(FinetuneOptions)}
     options = FinetuneOptions(**{k: v for k, v in vars(args).items() if k in names},
                               progress=not args.no_progress)
@@ -190,8 +190,8 @@ def add_predict_parser(subparsers):
 
 
 def run_predict(args):
-    from .train.predict import predict, task_model_folder
-    from .train.task_model import load_task_info
+    from .finetuning.predict import predict, task_model_folder
+    from .finetuning.task_model import load_task_info
     check_folder('--model', args.model)
     check_int('--batch-size', args.batch_size, 1)
     info = load_task_info(task_model_folder(args.model))
@@ -216,7 +216,7 @@ def run_predict_squad(args):
     """A SQuAD file's answers into the folder --out; the official scores as JSON (as
     evaluate-v2.0.py prints them) when the file has the answers."""
     import json
-    from .train.qa_predict import predict_squad
+    from .finetuning.qa_predict import predict_squad
     check_text('--out', args.out)
     if os.path.isfile(args.out):
         raise ValueError(f'--out {args.out} is a file; a question-answering model writes a '
@@ -230,7 +230,7 @@ def run_predict_squad(args):
 
 def run_answer(args, info):
     """Print a question-answering model's answer to --question about --context."""
-    from .train.qa_predict import answer_question
+    from .finetuning.qa_predict import answer_question
     for name in ('--question', '--context'):
         if getattr(args, name[2:]) is None:
             other = '--context' if name == '--question' else '--question'
@@ -369,7 +369,7 @@ def check_gpu_usable(device):
     """--device 'gpu:N' must name a GPU this MXNet can use (a ValueError if not)."""
     if device == 'cpu':
         return
-    from .train.devices import usable_gpu_ids
+    from .run.devices import usable_gpu_ids
     index = int(device.partition(':')[2])
     usable = usable_gpu_ids()
     if index not in usable:
@@ -452,8 +452,8 @@ def main(argv=None):
     add_launch_parser(subparsers)
     args = parser.parse_args(argv)
     from .data import DownloadError
-    from .train.checkpoint import CheckpointError
-    from .train.pretrain import PretrainError, TrainingDiverged
+    from .run.checkpoint import CheckpointError
+    from .pretraining.pretrain import PretrainError, TrainingDiverged
     try:
         exit_code = args.run(args)
     except TrainingDiverged as error:

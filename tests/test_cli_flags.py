@@ -11,7 +11,7 @@ import pytest
 
 from d2lbert.bench import BenchOptions
 from d2lbert.cli import main
-from d2lbert.train.pretrain import PretrainOptions, pretrain
+from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 
 # (command line, the flag the message must name, the value it must show)
 BAD_FLAGS = [

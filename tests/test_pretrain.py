@@ -16,13 +16,13 @@ from mxnet import init, np
 
 import d2lbert
 from d2lbert.cli import main
-from d2lbert.train import checkpoint as ckpt
+from d2lbert.run import checkpoint as ckpt
 from d2lbert.data import load_data_wiki
-from d2lbert.train.loss_scale import DynamicLossScale
-from d2lbert.train.metrics import IntervalMeans
-from d2lbert.train.optimizer import make_trainer
-from d2lbert.train.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
-from d2lbert.train.step import forward_backward, optimizer_step
+from d2lbert.pretraining.loss_scale import DynamicLossScale
+from d2lbert.run.metrics import IntervalMeans
+from d2lbert.run.optimizer import make_trainer
+from d2lbert.pretraining.pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
+from d2lbert.run.step import forward_backward, optimizer_step
 from test_cli_flags import run_main
 
 QUICK = ['--batch-size', '16', '--log-every', '1', '--eval-every', '1000', '--no-progress']
@@ -317,7 +317,7 @@ def test_help_explains_every_flag(capsys):
 def test_clip_global_norm_matches_numpy():
     """The global norm (float64 NumPy reference) of gradients of several shapes, one of
     them large, and the clipped gradients' norm equals max_norm."""
-    from d2lbert.train.step import clip_global_norm
+    from d2lbert.run.step import clip_global_norm
     rng = onp.random.default_rng(0)
     grads = [rng.normal(size=shape).astype('float32') for shape in ((3000, 256), (256,),
                                                                      (3, 4))]

@@ -11,8 +11,8 @@ import os
 
 from ..data.vocab_files import load_vocab
 from ..model import BERTConfig, BERTModel
-from ..train.checkpoint import find_checkpoint
-from ..train.task_model import is_task_model, load_task_model
+from ..run.checkpoint import find_checkpoint
+from ..finetuning.task_model import is_task_model, load_task_model
 from .huggingface import from_huggingface, to_huggingface, write_tokenizer
 
 

@@ -16,8 +16,8 @@ import mxnet as mx
 from mxnet import np
 
 from ..model import BERTModel
-from ..train import checkpoint as ckpt
-from ..train.task_model import TASK_FILE
+from ..run import checkpoint as ckpt
+from ..finetuning.task_model import TASK_FILE
 from .book import BOOK_MODELS, is_book_model, load_book_model
 from .convert import load_model_dir
 from .huggingface import bert_from_huggingface

@@ -18,7 +18,7 @@ import mxnet as mx
 
 from ..data.vocab_files import load_vocab
 from ..model import BERTClassifier, BERTForQuestionAnswering, BERTModel, BERTTagger
-from . import checkpoint as ckpt
+from ..run import checkpoint as ckpt
 
 TASK_FILE = 'task.json'
 

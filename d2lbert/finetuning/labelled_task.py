@@ -18,7 +18,7 @@ from mxnet import init
 
 from ..data.tasks import encode_task, training_batches
 from .finetune_data import read_dev_split, read_train_split, task_head, task_metrics
-from .pretrain import PretrainError
+from ..pretraining.pretrain import PretrainError
 from .task_model import TaskInfo
 from .task_predictions import predict_encoded, task_scores_of
 

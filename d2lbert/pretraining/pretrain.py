@@ -16,14 +16,14 @@ from ..model import BERTConfig, BERTModel
 from ..model.config import SIZES
 from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
                             flag)
-from . import checkpoint as ckpt
-from .devices import parse_gpu_ids, training_contexts
+from ..run import checkpoint as ckpt
+from ..run.devices import parse_gpu_ids, training_contexts
 from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
 from .evaluate import evaluate
 from .loss_scale import DynamicLossScale
-from .metrics import IntervalMeans, MetricsLog
-from .optimizer import OPTIMIZERS, learning_rate, load_trainer_states, make_trainer
-from .step import forward_backward, optimizer_step, seed_step
+from ..run.metrics import IntervalMeans, MetricsLog
+from ..run.optimizer import OPTIMIZERS, learning_rate, load_trainer_states, make_trainer
+from ..run.step import forward_backward, optimizer_step, seed_step
 
 
 class PretrainError(Exception):

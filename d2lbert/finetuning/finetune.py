@@ -23,15 +23,15 @@ from .. import fast
 from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
 from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
                             flag)
-from . import checkpoint as ckpt
-from .devices import parse_gpu_ids, training_contexts
+from ..run import checkpoint as ckpt
+from ..run.devices import parse_gpu_ids, training_contexts
 from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES
 from .labelled_task import read_labelled_task
-from .metrics import IntervalMeans, MetricsLog
-from .optimizer import learning_rate, load_trainer_states, make_trainer
-from .pretrain import PretrainError, TrainingDiverged, due, prepare_out_dir
+from ..run.metrics import IntervalMeans, MetricsLog
+from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
+from ..pretraining.pretrain import PretrainError, TrainingDiverged, due, prepare_out_dir
 from .qa_task import read_qa_task
-from .step import optimizer_step, seed_step
+from ..run.step import optimizer_step, seed_step
 from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_model
 from .task_step import task_forward_backward
 
