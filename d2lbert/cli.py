@@ -453,13 +453,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from .data import DownloadError
     from .run.checkpoint import CheckpointError
-    from .pretraining.pretrain import PretrainError, TrainingDiverged
+    from .run.folder import RunError, TrainingDiverged
     try:
         exit_code = args.run(args)
     except TrainingDiverged as error:
         print(f'd2lbert: {error}', file=sys.stderr)
         return 3
-    except (PretrainError, CheckpointError, DownloadError, ValueError,
+    except (RunError, CheckpointError, DownloadError, ValueError,
             FileNotFoundError) as error:
         print(f'd2lbert {args.command}: error: {error}', file=sys.stderr)
         return 2

@@ -21,17 +21,17 @@ import time
 
 from .. import fast
 from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
-from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
-                            flag)
 from ..run import checkpoint as ckpt
 from ..run.devices import parse_gpu_ids, training_contexts
-from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES
-from .labelled_task import read_labelled_task
+from ..run.folder import RunError, TrainingDiverged, due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
 from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
-from ..pretraining.pretrain import PretrainError, TrainingDiverged, due, prepare_out_dir
-from .qa_task import read_qa_task
 from ..run.step import optimizer_step, seed_step
+from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
+                            flag)
+from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES
+from .labelled_task import read_labelled_task
+from .qa_task import read_qa_task
 from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_model
 from .task_step import task_forward_backward
 
@@ -131,7 +131,7 @@ def check_sources(options):
         path = getattr(options, name)
         downloadable = options.task in SQUAD_TASKS and path in SQUAD_FILES
         if path is not None and not os.path.exists(path) and not downloadable:
-            raise PretrainError(f'{flag(name)} {path}: no such file or folder')
+            raise RunError(f'{flag(name)} {path}: no such file or folder')
 
 
 def default_lr(config):
@@ -151,14 +151,14 @@ def resume_state(checkpoint, info, config, vocab, seed):
     saved_config, saved_vocab, state = ckpt.read_checkpoint_meta(checkpoint)
     saved = read_task_info(checkpoint)
     if saved != info:
-        raise PretrainError(f'--resume: the task settings differ from {checkpoint}/'
-                            f'{TASK_FILE} (saved {saved.to_dict()}, now {info.to_dict()})')
+        raise RunError(f'--resume: the task settings differ from {checkpoint}/'
+                       f'{TASK_FILE} (saved {saved.to_dict()}, now {info.to_dict()})')
     if saved_config != config or saved_vocab != vocab:
-        raise PretrainError(f'--resume: --model is not the model {checkpoint} was '
-                            'fine-tuned from (its config or vocabulary differ)')
+        raise RunError(f'--resume: --model is not the model {checkpoint} was '
+                       'fine-tuned from (its config or vocabulary differ)')
     if state['seed'] != seed:
-        raise PretrainError(f'--resume: --seed {seed} differs from the seed '
-                            f'{state["seed"]} of {checkpoint}')
+        raise RunError(f'--resume: --seed {seed} differs from the seed '
+                       f'{state["seed"]} of {checkpoint}')
     return state
 
 
@@ -172,8 +172,8 @@ def finetune(options, pretrained):
     bert, vocab = pretrained
     config = bert.config
     if options.max_len > config.max_len:
-        raise PretrainError(f'--max-len {options.max_len} exceeds the model\'s '
-                            f'{config.max_len} positions')
+        raise RunError(f'--max-len {options.max_len} exceeds the model\'s '
+                       f'{config.max_len} positions')
     task = read_task(options, vocab)
     info = task.info
     options.out = options.out or os.path.join('runs', datetime.datetime.now().strftime(

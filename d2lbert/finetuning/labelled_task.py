@@ -18,7 +18,7 @@ from mxnet import init
 
 from ..data.tasks import encode_task, training_batches
 from .finetune_data import read_dev_split, read_train_split, task_head, task_metrics
-from ..pretraining.pretrain import PretrainError
+from ..run.folder import RunError
 from .task_model import TaskInfo
 from .task_predictions import predict_encoded, task_scores_of
 
@@ -59,7 +59,7 @@ def read_labelled_task(options, vocab):
     dev = read_dev_split(options.task, options.data, options.dev, train.labels,
                          options.label_type)
     if not train.examples:
-        raise PretrainError(f'--data {options.data}: the training set has no examples')
+        raise RunError(f'--data {options.data}: the training set has no examples')
     info = TaskInfo(options.task, task_head(options.task), train.labels, options.max_len,
                     options.dropout, task_metrics(options.task, train.labels))
     encoded_dev = None if dev is None else encode_task(dev, vocab, options.max_len)

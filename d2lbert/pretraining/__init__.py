@@ -4,6 +4,6 @@
 :mod:`.loss_scale` (float16 loss scaling), :mod:`.distributed` and :mod:`.horovod_store`
 (several workers). The parts every training command shares live in `d2lbert.run`.
 """
-from .pretrain import PretrainError, PretrainOptions, TrainingDiverged, pretrain
+from .pretrain import PretrainOptions, pretrain
 
-__all__ = ['PretrainError', 'PretrainOptions', 'TrainingDiverged', 'pretrain']
+__all__ = ['PretrainOptions', 'pretrain']

@@ -1,7 +1,6 @@
 """`d2lbert pretrain`: pretrain BERT on WikiText (or your text), with progress,
 held-out evaluation, atomic checkpoints and exact resume."""
 import dataclasses
-import datetime
 import math
 import os
 import time
@@ -14,24 +13,17 @@ from ..data import load_data_wiki
 from ..data.download import WIKITEXT_ARCHIVES
 from ..model import BERTConfig, BERTModel
 from ..model.config import SIZES
-from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
-                            flag)
 from ..run import checkpoint as ckpt
 from ..run.devices import parse_gpu_ids, training_contexts
-from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
-from .evaluate import evaluate
-from .loss_scale import DynamicLossScale
+from ..run.folder import RunError, TrainingDiverged, due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
 from ..run.optimizer import OPTIMIZERS, learning_rate, load_trainer_states, make_trainer
 from ..run.step import forward_backward, optimizer_step, seed_step
-
-
-class PretrainError(Exception):
-    """A problem with the run's inputs or state, reported as one clear message."""
-
-
-class TrainingDiverged(PretrainError):
-    """The loss became NaN or infinite."""
+from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
+                            flag)
+from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
+from .evaluate import evaluate
+from .loss_scale import DynamicLossScale
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
@@ -108,45 +100,20 @@ class PretrainOptions:
         check_bool('progress', self.progress)
 
 
-def due(step, every):
-    """Whether a task done every `every` steps (0: never) is due at `step`."""
-    return every > 0 and step % every == 0
-
-
 def check_sources(options):
     """--config and a local --data must exist: checked before the run folder is made."""
     if options.config and not os.path.isfile(options.config):
-        raise PretrainError(f'--config {options.config}: no such file (a BERTConfig JSON '
-                            'file)')
+        raise RunError(f'--config {options.config}: no such file (a BERTConfig JSON '
+                       'file)')
     named = ('bundled', *WIKITEXT_ARCHIVES)
     if options.data not in named and not os.path.exists(options.data):
-        raise PretrainError(f'--data {options.data}: no such file or folder (or one of '
-                            f'{", ".join(named)})')
+        raise RunError(f'--data {options.data}: no such file or folder (or one of '
+                       f'{", ".join(named)})')
 
 
 def resolve_contexts(options):
     """The devices to train on (see `devices.training_contexts`)."""
     return training_contexts(options.cpu, options.gpus, options.amp)
-
-
-def prepare_out_dir(options):
-    out = options.out or os.path.join(
-        'runs', datetime.datetime.now().strftime('bert-%Y%m%d-%H%M%S'))
-    existing = ckpt.list_checkpoints(out)
-    if options.resume and not existing:
-        raise PretrainError(f'--resume: no complete checkpoint in {out}')
-    if not options.resume and existing:
-        raise PretrainError(f'{out} already holds checkpoints; pass --resume to continue '
-                            'that run or choose another --out (nothing was overwritten)')
-    try:
-        os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, f'.write-test-{os.getpid()}')
-        with open(probe, 'w'):
-            pass
-        os.remove(probe)
-    except OSError as error:
-        raise PretrainError(f'--out {out} is not writable: {error.strerror}') from None
-    return out
 
 
 def output_folder(options, worker):
@@ -155,9 +122,9 @@ def output_folder(options, worker):
     if worker.is_first:
         return prepare_out_dir(options)
     if options.resume and not (options.out and ckpt.list_checkpoints(options.out)):
-        raise PretrainError(f'--resume: worker {worker.rank} finds no complete checkpoint '
-                            f'in --out {options.out} (every machine must see it: a shared '
-                            'folder, or a copy at the same path)')
+        raise RunError(f'--resume: worker {worker.rank} finds no complete checkpoint '
+                       f'in --out {options.out} (every machine must see it: a shared '
+                       'folder, or a copy at the same path)')
     return options.out
 
 
@@ -166,14 +133,14 @@ def build_config(options, vocab):
         try:
             config = BERTConfig.from_json_file(options.config)
         except (OSError, ValueError) as error:
-            raise PretrainError(f'--config {options.config}: {error}') from None
+            raise RunError(f'--config {options.config}: {error}') from None
         if config.vocab_size != len(vocab):
             config = dataclasses.replace(config, vocab_size=len(vocab))
     else:
         config = BERTConfig.d2l(len(vocab), options.preset)
     if config.max_len < options.max_len:
-        raise PretrainError(f'--max-len {options.max_len} exceeds the model\'s max_len '
-                            f'{config.max_len}')
+        raise RunError(f'--max-len {options.max_len} exceeds the model\'s max_len '
+                       f'{config.max_len}')
     return config
 
 
@@ -183,11 +150,11 @@ def check_resume_matches(checkpoint, config, vocab):
     if saved_config != config:
         diff = {k: (v, getattr(config, k)) for k, v in saved_config.to_dict().items()
                 if getattr(config, k) != v}
-        raise PretrainError(f'--resume: the model config differs from {checkpoint} '
-                            f'(field: (saved, now)): {diff}')
+        raise RunError(f'--resume: the model config differs from {checkpoint} '
+                       f'(field: (saved, now)): {diff}')
     if saved_vocab != vocab:
-        raise PretrainError(f'--resume: the vocabulary built from the data differs from '
-                            f'{checkpoint}/vocab.json (different --data or --min-freq?)')
+        raise RunError(f'--resume: the vocabulary built from the data differs from '
+                       f'{checkpoint}/vocab.json (different --data or --min-freq?)')
     return state
 
 
@@ -223,8 +190,8 @@ def pretrain(options):
         checkpoint = ckpt.find_checkpoint(out)
         state = check_resume_matches(checkpoint, config, vocab)
         if state.get('seed') != options.seed:
-            raise PretrainError(f'--resume: --seed {options.seed} differs from the seed '
-                                f'{state.get("seed")} of {checkpoint}')
+            raise RunError(f'--resume: --seed {options.seed} differs from the seed '
+                           f'{state.get("seed")} of {checkpoint}')
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
         if worker.is_first:
