@@ -61,6 +61,8 @@ def add_pretrain_parser(subparsers):
                         help='float16 mixed precision with dynamic loss scaling (GPU only)')
     parser.add_argument('--resume', action='store_true',
                         help='continue from the newest complete checkpoint in --out')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace --out whole if it holds files (default: refuse)')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     parser.add_argument('--plain', action='store_true',
                         help="run the book's model (d2lbert.model) instead of the fast path "
@@ -131,7 +133,8 @@ def add_finetune_parser(subparsers):
         'finetune', help='fine-tune a pretrained BERT on a labelled task',
         description='Fine-tune a pretrained BERT with a new output layer: a class or '
                     'number per text or pair, or a tag per word.')
-    parser.add_argument('--task', required=True, choices=TASK_NAMES, metavar='TASK',
+    parser.add_argument('--task', required=True, type=str.lower, choices=TASK_NAMES,
+                        metavar='TASK',
                         help=f'one of {", ".join(TASK_NAMES)}')
     parser.add_argument('--model', required=True,
                         help="a d2lbert pretraining output folder, a Hugging Face BERT "
@@ -141,6 +144,8 @@ def add_finetune_parser(subparsers):
     parser.add_argument('--cpu', action='store_true', help='train on the CPU even with GPUs')
     parser.add_argument('--resume', action='store_true',
                         help='continue from the newest complete checkpoint in --out')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace --out whole if it holds files (default: refuse)')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     parser.add_argument('--plain', action='store_true',
                         help="run the book's model instead of the fast path")
@@ -190,11 +195,13 @@ def add_predict_parser(subparsers):
 
 
 def run_predict(args):
-    from .finetuning.predict import predict, task_model_folder
+    from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
+    from .run.files import check_apart, check_target
+    from .run.models import model_folder
     check_folder('--model', args.model)
     check_int('--batch-size', args.batch_size, 1)
-    info = load_task_info(task_model_folder(args.model))
+    info = load_task_info(model_folder(args.model))
     if args.question is not None or args.context is not None:
         return run_answer(args, info)
     for name in ('--data', '--out'):
@@ -203,6 +210,8 @@ def run_predict(args):
                              '--question and --context)')
     if not os.path.isfile(args.data):
         raise ValueError(f'--data {args.data}: no such file')
+    check_target('--out', args.out)
+    check_apart('--out', args.out, {'--data': args.data, '--model': args.model})
     if info.head == 'question_answering':
         return run_predict_squad(args)
     check_output_file('--out', args.out)
@@ -256,7 +265,8 @@ def add_encode_parser(subparsers):
                         help="a pretraining output folder, a Hugging Face BERT folder, the "
                              "book's bert.small or bert.base (name, zip or folder)")
     parser.add_argument('text', help='a sentence; separate a pair with " ||| "')
-    parser.add_argument('--save', help='save the vectors to this .npy file')
+    parser.add_argument('--save', help='save the vectors to this .npy file (.npy added '
+                        'if missing)')
     parser.set_defaults(run=run_encode)
 
 
@@ -272,15 +282,20 @@ def split_pair(text):
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
+    from .run.files import check_apart, check_target, write_file_atomically
     check_text('--model', args.model)
     tokens_a, tokens_b = split_pair(args.text)
-    if args.save is not None:
-        check_output_file('--save', args.save)
+    save = args.save
+    if save is not None:
+        check_text('--save', save)
+        save = check_output_file('--save', save if save.endswith('.npy') else save + '.npy')
+        check_target('--save', save)
+        check_apart('--save', save, {'--model': args.model})
     net, vocab = load_model_flag(args.model)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
-    if args.save:
-        numpy.save(args.save, vectors)
-        print(f'saved {vectors.shape} array to {args.save}')
+    if save:
+        write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)
+        print(f'saved {vectors.shape} array to {save}')
     else:
         numpy.set_printoptions(precision=4, suppress=True, threshold=64, edgeitems=3)
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
@@ -295,8 +310,11 @@ def add_convert_parser(subparsers):
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument('--from-hf', metavar='DIR', help='a Hugging Face BERT folder')
     direction.add_argument('--to-hf', metavar='DIR',
-                           help='a d2lbert model folder or pretraining output folder')
-    parser.add_argument('--out', required=True, help='the folder to write')
+                           help='a d2lbert model folder, checkpoint or run folder (a '
+                                "fine-tuning run: its best model, the one predict uses)")
+    parser.add_argument('--out', required=True, help='the folder to write (new or empty)')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace --out whole if it holds files (default: refuse)')
     parser.add_argument('--allow-pickle', action='store_true',
                         help='read pytorch_model.bin (unpickling can run code: only for '
                              'files you trust)')
@@ -304,23 +322,29 @@ def add_convert_parser(subparsers):
 
 
 def run_convert(args):
+    """The folder --out is written whole in a temporary folder beside it, then put in
+    place: new or empty (or replaced whole with --overwrite), never holding an input."""
+    import json
     from .interop import convert_from_hf, convert_to_hf
-    if args.from_hf is not None:
-        check_folder('--from-hf', args.from_hf)
-    else:
-        check_folder('--to-hf', args.to_hf)
+    from .run.files import folder_written_whole
+    source_flag = '--from-hf' if args.from_hf is not None else '--to-hf'
+    source = check_folder(source_flag, args.from_hf or args.to_hf)
     check_text('--out', args.out)
-    if os.path.isfile(args.out):
-        raise ValueError(f'--out {args.out} is a file; give a folder to write')
+    with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
+        if args.from_hf:
+            missing = convert_from_hf(source, tmp, args.allow_pickle)
+        else:
+            folder, step = convert_to_hf(source, tmp)
+            with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
+                architecture = json.load(f)['architectures'][0]
     if args.from_hf:
-        missing = convert_from_hf(args.from_hf, args.out, args.allow_pickle)
         note = f' (missing heads, left randomly initialized: {", ".join(missing)})' \
             if missing else ''
         print(f'wrote d2lbert model folder {args.out}{note}')
     else:
-        convert_to_hf(args.to_hf, args.out)
-        print(f'wrote Hugging Face BERT folder {args.out} '
-              '(transformers.BertForPreTraining.from_pretrained loads it)')
+        at_step = '' if step is None else f' (step {step})'
+        print(f'wrote Hugging Face BERT folder {args.out} from {folder}{at_step}: '
+              f'transformers.{architecture}.from_pretrained loads it')
 
 
 def add_bench_parser(subparsers):
@@ -453,15 +477,20 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from .data import DownloadError
     from .run.checkpoint import CheckpointError
-    from .run.folder import RunError, TrainingDiverged
+    from .run.errors import RunError, RunFault
     try:
         exit_code = args.run(args)
-    except TrainingDiverged as error:
+    except RunFault as error:
         print(f'd2lbert: {error}', file=sys.stderr)
         return 3
     except (RunError, CheckpointError, DownloadError, ValueError,
             FileNotFoundError) as error:
         print(f'd2lbert {args.command}: error: {error}', file=sys.stderr)
+        return 2
+    except OSError as error:  # e.g. a folder it may not read or write
+        where = f'{error.filename}: ' if error.filename else ''
+        print(f'd2lbert {args.command}: error: {where}{error.strerror or error}',
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print('\nd2lbert: interrupted; the last complete checkpoint is kept '

@@ -21,7 +21,8 @@ from d2lbert.data import load_data_wiki
 from d2lbert.pretraining.loss_scale import DynamicLossScale
 from d2lbert.run.metrics import IntervalMeans
 from d2lbert.run.optimizer import make_trainer
-from d2lbert.pretraining.pretrain import RunError, PretrainOptions, TrainingDiverged, pretrain
+from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
+from d2lbert.run.errors import RunError, TrainingDiverged
 from d2lbert.run.step import forward_backward, optimizer_step
 from test_cli_flags import run_main
 
@@ -265,13 +266,13 @@ def test_bad_flags_give_one_clear_message(args, message, tmp_path, capsys):
 
 def test_existing_run_is_not_overwritten_without_resume(finished_run):
     before = sorted(os.listdir(os.path.join(finished_run, 'checkpoints')))
-    with pytest.raises(RunError, match='already holds checkpoints'):
+    with pytest.raises(RunError, match='already holds files'):
         pretrain(PretrainOptions(out=finished_run, steps=2, progress=False))
     assert sorted(os.listdir(os.path.join(finished_run, 'checkpoints'))) == before
 
 
 def test_resume_with_a_different_model_is_refused(finished_run):
-    with pytest.raises(RunError, match='config differs'):
+    with pytest.raises(RunError, match=r"--preset 'small' \(the run has 'book'\)"):
         pretrain(PretrainOptions(out=finished_run, steps=4, preset='small', resume=True,
                                  progress=False))
 

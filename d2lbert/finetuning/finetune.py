@@ -14,7 +14,6 @@ dev set) is a task object: `labelled_task.LabelledTask` (classes, numbers, tags)
 `qa_task.QuestionAnsweringTask` (SQuAD).
 """
 import dataclasses
-import datetime
 import math
 import os
 import time
@@ -23,7 +22,8 @@ from .. import fast
 from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
 from ..run import checkpoint as ckpt
 from ..run.devices import parse_gpu_ids, training_contexts
-from ..run.folder import RunError, TrainingDiverged, due, prepare_out_dir
+from ..run.errors import RunError, TrainingDiverged
+from ..run.folder import due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
 from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
 from ..run.step import optimizer_step, seed_step
@@ -39,6 +39,10 @@ MAX_SEED = 2 ** 32 - 1
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
+# the options --resume must not change
+TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
+              'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
+              'epochs', 'seed')
 
 
 @dataclasses.dataclass
@@ -76,10 +80,13 @@ class FinetuneOptions:
     gpus: str = None
     cpu: bool = False
     resume: bool = False
+    overwrite: bool = False
     progress: bool = True
     plain: bool = False
 
     def __post_init__(self):
+        if isinstance(self.task, str):  # glue/MRPC as GLUE's folders, glue/mrpc as HF's
+            self.task = self.task.lower()
         if self.max_len is None and self.task in TASK_NAMES:
             self.max_len = MAX_LEN if self.task in SQUAD_TASKS else TASK_MAX_LEN
         self.validate()
@@ -111,7 +118,7 @@ class FinetuneOptions:
                 raise ValueError(f'{flag(name)} must be in [0, 1), got {value!r}')
         if self.gpus is not None:
             parse_gpu_ids(self.gpus)
-        for name in ('cpu', 'resume', 'plain', 'progress'):
+        for name in ('cpu', 'resume', 'overwrite', 'plain', 'progress'):
             check_bool(flag(name), getattr(self, name))
 
     def validate_windows(self):
@@ -176,9 +183,10 @@ def finetune(options, pretrained):
                        f'{config.max_len} positions')
     task = read_task(options, vocab)
     info = task.info
-    options.out = options.out or os.path.join('runs', datetime.datetime.now().strftime(
-        f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S'))
-    out = prepare_out_dir(options)
+    out = prepare_out_dir(options, 'finetune',
+                          f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',
+                          {'--data': options.data, '--dev': options.dev,
+                           '--model': options.model}, TRAJECTORY)
     net = build_task_model(bert, info)
     state = {'epoch': 0, 'index': 0, 'step': 0, 'best': None, 'seed': options.seed}
     log = MetricsLog(out)

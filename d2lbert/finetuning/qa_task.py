@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from ..data.squad import make_windows, qa_training_batches, read_squad, squad_path
 from .finetune_data import SQUAD_TASKS, task_head, task_metrics
-from ..run.folder import RunError
+from ..run.errors import RunError
 from .qa_predict import allows_null, window_logits
 from .qa_predictions import NULL_THRESHOLD, best_answers
 from .squad_metric import gold_answers, squad_evaluate

@@ -108,5 +108,5 @@ def load_task_model(folder, ctx=None):
     config = ckpt.read_config(folder)
     vocab = load_vocab(folder)
     net = build_task_model(BERTModel.from_config(config), info)
-    net.load_parameters(os.path.join(folder, 'model.params'), ctx=ctx or mx.cpu())
+    ckpt.load_parameters(net, folder, ctx or mx.cpu())
     return net, config, vocab, info

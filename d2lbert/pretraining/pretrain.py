@@ -15,7 +15,8 @@ from ..model import BERTConfig, BERTModel
 from ..model.config import SIZES
 from ..run import checkpoint as ckpt
 from ..run.devices import parse_gpu_ids, training_contexts
-from ..run.folder import RunError, TrainingDiverged, due, prepare_out_dir
+from ..run.errors import RunError, TrainingDiverged
+from ..run.folder import due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
 from ..run.optimizer import OPTIMIZERS, learning_rate, load_trainer_states, make_trainer
 from ..run.step import forward_backward, optimizer_step, seed_step
@@ -32,6 +33,9 @@ from .loss_scale import DynamicLossScale
 KVSTORES = ('device', 'local', *DIST_KVSTORES, HOROVOD)
 MAX_SEED = 2 ** 32 - 1
 MIN_MAX_LEN = 5  # <cls> a <sep> b <sep>, one token per sentence
+# the options --resume must not change (--steps may grow: the run continues to it)
+TRAJECTORY = ('data', 'preset', 'config', 'batch_size', 'max_len', 'lr', 'warmup',
+              'weight_decay', 'clip', 'optimizer', 'accumulate', 'seed', 'min_freq')
 
 
 @dataclasses.dataclass
@@ -62,6 +66,7 @@ class PretrainOptions:
     keep: int = 3
     out: str = None
     resume: bool = False
+    overwrite: bool = False
     seed: int = 0
     kvstore: str = 'device'
     num_workers: int = 0
@@ -95,7 +100,7 @@ class PretrainOptions:
             parse_gpu_ids(self.gpus)
         model_max_len = None if self.config else BERTConfig.d2l(1, self.preset).max_len
         check_int('--max-len', self.max_len, MIN_MAX_LEN, model_max_len)
-        for name in ('cpu', 'amp', 'resume', 'plain'):
+        for name in ('cpu', 'amp', 'resume', 'overwrite', 'plain'):
             check_bool(flag(name), getattr(self, name))
         check_bool('progress', self.progress)
 
@@ -120,7 +125,9 @@ def output_folder(options, worker):
     """The run's folder: the first worker prepares it and alone writes there; the
     others only read the checkpoint they resume from."""
     if worker.is_first:
-        return prepare_out_dir(options)
+        return prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
+                               {'--data': options.data, '--config': options.config},
+                               TRAJECTORY)
     if options.resume and not (options.out and ckpt.list_checkpoints(options.out)):
         raise RunError(f'--resume: worker {worker.rank} finds no complete checkpoint '
                        f'in --out {options.out} (every machine must see it: a shared '
