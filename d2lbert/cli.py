@@ -264,6 +264,7 @@ def run_bench(args):
     import json
     import shlex
     from .bench import find_wikitext, run_benchmarks
+    from .run.files import check_target, write_file_atomically
     from .bench.report import format_report, markdown_snippet
     chosen = BenchOptions.given_in(args)
     chosen['wikitext'] = find_wikitext(chosen.get('wikitext'))
@@ -272,14 +273,15 @@ def run_bench(args):
     check_gpu_usable(options.device)
     if args.json is not None:
         check_output_file('--json', args.json)
+        check_target('--json', args.json)
     results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'
     print(format_report(results))
     print('\nFor the README:\n\n' + markdown_snippet(results))
     if args.json:
-        with open(args.json, 'w', encoding='utf-8') as f:
-            json.dump(results, f, indent=2)
+        write_file_atomically('--json', args.json,
+                              lambda f: json.dump(results, f, indent=2))
         print(f'\nwrote {args.json}', file=sys.stderr)
 
 

@@ -287,7 +287,8 @@ def test_corrupted_checkpoint_is_detected(finished_run, tmp_path):
     with pytest.raises(ckpt.CheckpointError, match='corrupted or truncated'):
         d2lbert.load_pretrained(copy)
     with pytest.raises(ckpt.CheckpointError, match='corrupted or truncated'):
-        pretrain(PretrainOptions(out=copy, steps=4, resume=True, progress=False))
+        pretrain(PretrainOptions(out=copy, steps=4, batch_size=16, resume=True,
+                                 progress=False))
 
 
 def test_half_written_checkpoint_is_invisible(finished_run, tmp_path):
