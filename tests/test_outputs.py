@@ -224,6 +224,20 @@ def test_overwrite_replaces_a_run_folder_whole(workspace, tmp_path, capsys):
     assert not (out / LOCK_FILE).exists() or int((out / LOCK_FILE).read_text()) == os.getpid()
 
 
+@pytest.mark.parametrize('command', ['finetune', 'convert'])
+def test_overwrite_never_deletes_the_current_folder(command, workspace, tmp_path, capsys,
+                                                    monkeypatch):
+    """`--out . --overwrite` (or a folder holding the current one) is refused."""
+    (tmp_path / 'work').mkdir()
+    (tmp_path / 'work' / 'notes.txt').write_text('mine\n')
+    monkeypatch.chdir(tmp_path / 'work')
+    args = (finetune_args(workspace, tmp_path, '--overwrite') if command == 'finetune' else
+            ['convert', '--to-hf', workspace['model'], '--out', '.', '--overwrite'])
+    code, _, err = run_main(args, capsys)
+    assert 'would delete the current folder' in one_line_error(code, err)
+    assert (tmp_path / 'work' / 'notes.txt').read_text() == 'mine\n'
+
+
 def test_convert_refuses_a_folder_that_holds_a_model(workspace, tmp_path, capsys):
     """Issue bullet 2: `--from-hf` into a fine-tuned model/ replaced its weights."""
     hf = tmp_path / 'hf'

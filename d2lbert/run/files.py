@@ -104,6 +104,16 @@ def write_file_atomically(flag, path, write, binary=False):
     return path
 
 
+def check_replaceable(flag, out):
+    """--overwrite never replaces the root, the home folder or a folder holding the
+    current one (a slip such as `--out . --overwrite` would delete the user's work)."""
+    for name, folder in (('the current folder', os.getcwd()),
+                         ('your home folder', os.path.expanduser('~'))):
+        if is_within(folder, out):
+            raise RunError(f'{flag} {out} --overwrite would delete {name}: choose a folder '
+                           'of its own (nothing was touched)')
+
+
 @contextlib.contextmanager
 def folder_written_whole(flag, out, overwrite, inputs):
     """Yield a temporary folder beside `out` to write into; when the block ends without
@@ -116,6 +126,8 @@ def folder_written_whole(flag, out, overwrite, inputs):
     if os.path.isdir(out) and os.listdir(out) and not overwrite:
         raise RunError(f'{flag} {out} already holds files; choose a new or empty folder or '
                        'pass --overwrite to replace it whole (nothing was touched)')
+    if os.path.isdir(out) and overwrite:
+        check_replaceable(flag, out)
     parent = os.path.dirname(os.path.abspath(out))
     try:
         os.makedirs(parent, exist_ok=True)

@@ -16,7 +16,7 @@ import shutil
 
 from . import checkpoint as ckpt
 from .errors import RunError
-from .files import check_apart, check_target, remove_leftovers
+from .files import check_apart, check_replaceable, check_target, remove_leftovers
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
@@ -136,6 +136,8 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
         raise RunError(f'--out {out} already holds files; choose a new or empty folder, '
                        'pass --resume to continue its run or --overwrite to replace it '
                        'whole (nothing was touched)')
+    elif holds:
+        check_replaceable('--out', out)
     try:
         os.makedirs(out, exist_ok=True)
         lock_folder(out)
