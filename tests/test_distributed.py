@@ -360,7 +360,7 @@ def test_two_workers_end_with_the_parameters_of_one_process(runs):
             assert mine[key] == pytest.approx(reference[key], abs=1e-5), (key, mine['step'])
     assert job_records[-1]['mlm_loss'] < job_records[0]['mlm_loss'] - 0.05  # it trained
     assert sorted(os.listdir(runs['job'])) == ['checkpoints', 'config.json', 'loss.png',
-                                               'metrics.jsonl', 'vocab.json',
+                                               'metrics.jsonl', 'run.json', 'vocab.json',
                                                'worker-0.params', 'worker-1.params']
 
 
