@@ -440,14 +440,23 @@ def test_a_full_disk_leaves_no_partial_file(tmp_path):
     assert os.listdir(tmp_path) == ['predictions.jsonl'] and target.read_text() == 'old\n'
 
 
-def test_a_full_disk_during_a_run_is_exit_code_3(workspace, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize('writing', ['model files', 'metrics'])
+def test_a_full_disk_during_a_run_is_exit_code_3(writing, workspace, tmp_path, capsys,
+                                                 monkeypatch):
     import d2lbert.run.checkpoint as checkpoint
+    from d2lbert.run.metrics import MetricsLog
 
     def full(folder, *args, **kwargs):
         with open(os.path.join(folder, 'model.params'), 'w') as f:
             f.write('half')
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(checkpoint, 'write_model_files', full)
+
+    def full_log(log, record):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), 'metrics.jsonl')
+    if writing == 'metrics':
+        monkeypatch.setattr(MetricsLog, 'write', full_log)
+    else:
+        monkeypatch.setattr(checkpoint, 'write_model_files', full)
     out = tmp_path / 'run'
     code, _, err = run_main(finetune_args(workspace, out), capsys)
     assert 'No space left on device' in one_line_error(code, err, expected_code=3)

@@ -23,6 +23,7 @@ from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
 from ..run import checkpoint as ckpt
 from ..run.devices import check_gpu_ids, training_contexts
 from ..run.errors import RunError, TrainingDiverged
+from ..run.files import disk_fault
 from ..run.folder import due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
 from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
@@ -201,7 +202,10 @@ def finetune(options, pretrained):
     if options.resume:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     run = FinetuneRun(options, task, net, trainer, ctxs, config, vocab, out, log, lr)
-    return run.train(state)
+    try:
+        return run.train(state)
+    except OSError as error:  # a full disk while writing metrics, plots or checkpoints
+        raise disk_fault(error.filename or out, error) from None
 
 
 class FinetuneRun:

@@ -16,6 +16,7 @@ from ..model.config import SIZES
 from ..run import checkpoint as ckpt
 from ..run.devices import check_gpu_ids, training_contexts
 from ..run.errors import RunError, TrainingDiverged
+from ..run.files import disk_fault
 from ..run.folder import due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
 from ..run.optimizer import OPTIMIZERS, learning_rate, load_trainer_states, make_trainer
@@ -209,8 +210,11 @@ def pretrain(options):
     net.hybridize(static_alloc=True, static_shape=True)
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,
                          worker.num_workers)
-    return _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log,
-                       config, vocab, state['step'], out, worker)
+    try:
+        return _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log,
+                           config, vocab, state['step'], out, worker)
+    except OSError as error:  # a full disk while writing metrics, plots or checkpoints
+        raise disk_fault(error.filename or out, error) from None
 
 
 def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log, config,
