@@ -1,5 +1,6 @@
 """The `d2lbert` command: pretrain, finetune, predict, encode, convert, bench, launch."""
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -7,7 +8,8 @@ from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
 from .finetuning.finetune_data import SQUAD_TASKS
 from .pretraining.pretrain import PretrainOptions
-from .util.options import check_folder, check_int, check_output_file, check_text
+from .run.options import Options, integer, option, text
+from .util.options import check_folder, check_output_file, check_text
 
 
 def add_pretrain_parser(subparsers):
@@ -60,6 +62,21 @@ def run_finetune(args):
           f'--data FILE --out {out}')
 
 
+@dataclasses.dataclass
+class PredictOptions(Options):
+    """The options of `d2lbert predict`, each declared once (`run.options`)."""
+    model: str = option(None, 'a fine-tuning output folder (or its model/ folder)', text(),
+                        required=True)
+    data: str = option(None, "a file in the task's format (SQuAD: its JSON)",
+                       text(optional=True))
+    out: str = option(None, 'the JSON lines file to write (SQuAD: a folder)',
+                      text(optional=True))
+    question: str = option(None, "question answering: one question about --context "
+                           "(printed: the answer, or '' for none)")
+    context: str = option(None, 'question answering: the passage of --question')
+    batch_size: int = option(64, 'examples per batch', integer(1))
+
+
 def add_predict_parser(subparsers):
     parser = subparsers.add_parser(
         'predict', help='predict with a fine-tuned model',
@@ -67,14 +84,7 @@ def add_predict_parser(subparsers):
                     'value, or tags; a question-answering model writes the official '
                     'predictions.json and null_odds.json of a SQuAD file into the folder '
                     '--out, or answers --question about --context.')
-    parser.add_argument('--model', required=True,
-                        help='a fine-tuning output folder (or its model/ folder)')
-    parser.add_argument('--data', help="a file in the task's format (SQuAD: its JSON)")
-    parser.add_argument('--out', help='the JSON lines file to write (SQuAD: a folder)')
-    parser.add_argument('--question', help='question answering: one question about '
-                        '--context (printed: the answer, or \'\' for none)')
-    parser.add_argument('--context', help='question answering: the passage of --question')
-    parser.add_argument('--batch-size', type=int, default=64, help='examples per batch')
+    PredictOptions.add_arguments(parser)
     parser.set_defaults(run=run_predict)
 
 
@@ -83,8 +93,8 @@ def run_predict(args):
     from .finetuning.task_model import load_task_info
     from .run.files import check_apart, check_target
     from .run.models import model_folder
+    args = PredictOptions.from_arguments(args)
     check_folder('--model', args.model)
-    check_int('--batch-size', args.batch_size, 1)
     info = load_task_info(model_folder(args.model))
     if args.question is not None or args.context is not None:
         return run_answer(args, info)
@@ -143,14 +153,20 @@ def run_answer(args, info):
               f'{result["best_span"]!r})')
 
 
+@dataclasses.dataclass
+class EncodeOptions(Options):
+    """The options of `d2lbert encode`, each declared once (`run.options`)."""
+    model: str = option(None, "a pretraining output folder, a Hugging Face BERT folder, the "
+                        "book's bert.small or bert.base (name, zip or folder)", text(),
+                        required=True)
+    save: str = option(None, 'save the vectors to this .npy file (.npy added if missing)',
+                       text(optional=True))
+    text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
+
+
 def add_encode_parser(subparsers):
     parser = subparsers.add_parser('encode', help='encode text with a pretrained model')
-    parser.add_argument('--model', required=True,
-                        help="a pretraining output folder, a Hugging Face BERT folder, the "
-                             "book's bert.small or bert.base (name, zip or folder)")
-    parser.add_argument('text', help='a sentence; separate a pair with " ||| "')
-    parser.add_argument('--save', help='save the vectors to this .npy file (.npy added '
-                        'if missing)')
+    EncodeOptions.add_arguments(parser)
     parser.set_defaults(run=run_encode)
 
 
@@ -167,11 +183,10 @@ def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
     from .run.files import check_apart, check_target, write_file_atomically
-    check_text('--model', args.model)
+    args = EncodeOptions.from_arguments(args)
     tokens_a, tokens_b = split_pair(args.text)
     save = args.save
     if save is not None:
-        check_text('--save', save)
         save = check_output_file('--save', save if save.endswith('.npy') else save + '.npy')
         check_target('--save', save)
         check_apart('--save', save, {'--model': args.model})
@@ -185,23 +200,32 @@ def run_encode(args):
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
 
 
+@dataclasses.dataclass
+class ConvertOptions(Options):
+    """The options of `d2lbert convert`, each declared once (`run.options`)."""
+    from_hf: str = option(None, 'a Hugging Face BERT folder', text(optional=True),
+                          metavar='DIR')
+    to_hf: str = option(None, 'a d2lbert model folder, checkpoint or run folder (a '
+                        'fine-tuning run: its best model, the one predict uses)',
+                        text(optional=True), metavar='DIR')
+    out: str = option(None, 'the folder to write (new or empty)', text(), required=True)
+    overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
+    allow_pickle: bool = option(False, 'read pytorch_model.bin (unpickling can run code: '
+                                'only for files you trust)')
+
+    def check_together(self):
+        if (self.from_hf is None) == (self.to_hf is None):
+            raise ValueError('give one of --from-hf DIR (to d2lbert) and --to-hf DIR (to '
+                             'Hugging Face)')
+
+
 def add_convert_parser(subparsers):
     parser = subparsers.add_parser(
         'convert', help='Hugging Face BERT <-> d2lbert model folders',
         description='Convert a Hugging Face BERT folder (config.json, model.safetensors, '
                     'vocab.txt) to a d2lbert model folder, or a d2lbert model / pretraining '
                     'output folder to Hugging Face format.')
-    direction = parser.add_mutually_exclusive_group(required=True)
-    direction.add_argument('--from-hf', metavar='DIR', help='a Hugging Face BERT folder')
-    direction.add_argument('--to-hf', metavar='DIR',
-                           help='a d2lbert model folder, checkpoint or run folder (a '
-                                "fine-tuning run: its best model, the one predict uses)")
-    parser.add_argument('--out', required=True, help='the folder to write (new or empty)')
-    parser.add_argument('--overwrite', action='store_true',
-                        help='replace --out whole if it holds files (default: refuse)')
-    parser.add_argument('--allow-pickle', action='store_true',
-                        help='read pytorch_model.bin (unpickling can run code: only for '
-                             'files you trust)')
+    ConvertOptions.add_arguments(parser)
     parser.set_defaults(run=run_convert)
 
 
@@ -211,9 +235,9 @@ def run_convert(args):
     import json
     from .interop import convert_from_hf, convert_to_hf
     from .run.files import folder_written_whole
+    args = ConvertOptions.from_arguments(args)
     source_flag = '--from-hf' if args.from_hf is not None else '--to-hf'
     source = check_folder(source_flag, args.from_hf or args.to_hf)
-    check_text('--out', args.out)
     with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
         if args.from_hf:
             missing = convert_from_hf(source, tmp, args.allow_pickle)

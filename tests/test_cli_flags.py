@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from d2lbert.bench import BenchOptions
-from d2lbert.cli import main
+from d2lbert.cli import ConvertOptions, EncodeOptions, PredictOptions, main
 from d2lbert.finetuning.finetune import FinetuneOptions
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 
@@ -157,7 +157,10 @@ def test_help_shows_each_default_once(command, capsys):
 @pytest.mark.parametrize('command, options_class, required', [
     ('pretrain', PretrainOptions, {}),
     ('finetune', FinetuneOptions, {'task': 'csv', 'model': 'm', 'data': 'train.csv'}),
-    ('bench', BenchOptions, {})])
+    ('bench', BenchOptions, {}),
+    ('predict', PredictOptions, {'model': 'm'}),
+    ('encode', EncodeOptions, {'model': 'm', 'text': 'a river'}),
+    ('convert', ConvertOptions, {'to_hf': 'm', 'out': 'o'})])
 def test_each_option_is_declared_once(command, options_class, required, capsys,
                                       monkeypatch):
     """The parser is generated from the options dataclass: every field with a flag is a
@@ -167,8 +170,8 @@ def test_each_option_is_declared_once(command, options_class, required, capsys,
     monkeypatch.setenv('COLUMNS', '10000')  # help lines unwrapped
     parser = argparse.ArgumentParser()
     options_class.add_arguments(parser)
-    args = parser.parse_args([part for name, value in required.items()
-                              for part in (f'--{name}', value)])
+    args = parser.parse_args([part for name, value in required.items() for part in (
+        [value] if name == 'text' else [f'--{name.replace("_", "-")}', value])])
     assert options_class.from_arguments(args) == options_class(**required)
     with pytest.raises(SystemExit):
         main([command, '--help'])

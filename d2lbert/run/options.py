@@ -20,17 +20,18 @@ from ..util.options import (check_bool, check_choice, check_choices, check_int,
 
 
 def option(default, help, check=None, *, cli=True, required=False, parse=None,
-           shown_default=None):
+           shown_default=None, positional=False, metavar=None):
     """A field of an `Options` dataclass.
 
     help: the flag's help text; check(name, value) raises a ValueError for a bad value
     (bool fields are checked to be bools); cli=False: a setting of the Python API only;
     required: the flag must be given; parse: turns the flag's text into the value (by
-    default the field's type); shown_default: the default as the help shows it.
+    default the field's type); shown_default: the default as the help shows it;
+    positional: an argument without a flag; metavar: how the help names the value.
     """
     return dataclasses.field(default=default, metadata=dict(
         help=help, check=check, cli=cli, required=required, parse=parse,
-        shown_default=shown_default))
+        shown_default=shown_default, positional=positional, metavar=metavar))
 
 
 def integer(minimum, maximum=None, note=''):
@@ -84,9 +85,11 @@ class Options:
 
     @classmethod
     def option_name(cls, field):
-        """How messages name a field: its flag, or Class.field for an API-only one."""
-        return flag(field.name) if field.metadata.get('cli', True) else \
-            f'{cls.__name__}.{field.name}'
+        """How messages name a field: its flag (a positional argument: its name), or
+        Class.field for an API-only one."""
+        if not field.metadata.get('cli', True):
+            return f'{cls.__name__}.{field.name}'
+        return field.name if field.metadata.get('positional') else flag(field.name)
 
     def validate(self):
         """Raise a `ValueError` naming the flag of the first invalid setting."""
@@ -116,11 +119,14 @@ class Options:
                                     default=argparse.SUPPRESS if only_given else field.default)
                 continue
             shown = field.default if meta['shown_default'] is None else meta['shown_default']
+            text = meta['help'] if shown is None else f'{meta["help"]} (default: {shown})'
+            if meta['positional']:
+                parser.add_argument(field.name, type=meta['parse'] or field.type, help=text)
+                continue
             parser.add_argument(
-                flag(field.name), dest=field.name,
+                flag(field.name), dest=field.name, metavar=meta['metavar'],
                 default=argparse.SUPPRESS if only_given else field.default,
-                type=meta['parse'] or field.type, required=meta['required'],
-                help=meta['help'] if shown is None else f'{meta["help"]} (default: {shown})')
+                type=meta['parse'] or field.type, required=meta['required'], help=text)
 
     @classmethod
     def given_in(cls, args):
