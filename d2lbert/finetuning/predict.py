@@ -10,7 +10,6 @@ example, in the file's order::
 When the file has labels, the task's scores are computed too.
 """
 import json
-import os
 
 import mxnet as mx
 
