@@ -544,3 +544,21 @@ def test_glue_task_names_in_any_case(workspace):
     """Issue bullet 8: `--task glue/MRPC` (GLUE's own folder name) was refused."""
     from d2lbert.finetuning.finetune import FinetuneOptions
     assert FinetuneOptions(task='glue/MRPC', model='m').task == 'glue/mrpc'
+
+
+@pytest.mark.parametrize('allow_pickle', [False, True])
+def test_pickles_are_refused_in_one_line(allow_pickle, workspace, tmp_path, capsys):
+    """Issue bullets 7 and 8: the refusal named the Python argument (allow_pickle=True)
+    on the command line; `--allow-pickle` on a pickle that torch.load(weights_only=True)
+    rejects gave a traceback."""
+    torch = pytest.importorskip('torch')
+    import fractions
+    hf = tmp_path / 'hf'
+    assert run_main(['convert', '--to-hf', workspace['model'], '--out', hf], capsys)[0] == 0
+    os.remove(hf / 'model.safetensors')
+    torch.save({'not a tensor': fractions.Fraction(1, 3)}, hf / 'pytorch_model.bin')
+    code, _, err = run_main(['convert', '--from-hf', hf, '--out', tmp_path / 'out',
+                             *(['--allow-pickle'] if allow_pickle else [])], capsys)
+    expected = 'weights_only=True' if allow_pickle else '--allow-pickle'
+    assert expected in one_line_error(code, err)
+    assert not (tmp_path / 'out').exists()
