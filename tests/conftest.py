@@ -125,7 +125,7 @@ def arch(request):
 # its summary written as JSON to argv[2].
 PLAIN_PRETRAINING = """
 import json, sys
-from d2lbert.train.pretrain import PretrainOptions, pretrain
+from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 summary = pretrain(PretrainOptions(out=sys.argv[1], plain=True, progress=False))
 with open(sys.argv[2], 'w') as f:
     json.dump(summary, f)
@@ -157,7 +157,7 @@ def default_pretraining_run(tmp_path_factory, plain_pretraining_process):
     """(output folder, summary) of `d2lbert pretrain` with its defaults, run once for
     the tests that check it learns and the fine-tuning tests that start from it (the
     --plain run starts first, to run alongside)."""
-    from d2lbert.train.pretrain import PretrainOptions, pretrain
+    from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
     out = str(tmp_path_factory.mktemp('default-pretraining') / 'run')
     return out, pretrain(PretrainOptions(out=out, progress=False))
 

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from d2lbert.bench import BenchOptions
-from d2lbert.cli import main
-from d2lbert.train.pretrain import PretrainOptions, pretrain
+from d2lbert.cli import ConvertOptions, EncodeOptions, PredictOptions, main
+from d2lbert.finetuning.finetune import FinetuneOptions
+from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 
 # (command line, the flag the message must name, the value it must show)
 BAD_FLAGS = [
@@ -151,3 +152,30 @@ def test_help_shows_each_default_once(command, capsys):
     text = ' '.join(capsys.readouterr().out.split())
     assert 'default: None' not in text
     assert not re.search(r'\(default: [^)]*\) \(default:', text), text
+
+
+@pytest.mark.parametrize('command, options_class, required', [
+    ('pretrain', PretrainOptions, {}),
+    ('finetune', FinetuneOptions, {'task': 'csv', 'model': 'm', 'data': 'train.csv'}),
+    ('bench', BenchOptions, {}),
+    ('predict', PredictOptions, {'model': 'm'}),
+    ('encode', EncodeOptions, {'model': 'm', 'text': 'a river'}),
+    ('convert', ConvertOptions, {'to_hf': 'm', 'out': 'o'})])
+def test_each_option_is_declared_once(command, options_class, required, capsys,
+                                      monkeypatch):
+    """The parser is generated from the options dataclass: every field with a flag is a
+    flag whose help is the field's, and no flags give the dataclass's defaults."""
+    import argparse
+    import dataclasses
+    monkeypatch.setenv('COLUMNS', '10000')  # help lines unwrapped
+    parser = argparse.ArgumentParser()
+    options_class.add_arguments(parser)
+    args = parser.parse_args([part for name, value in required.items() for part in (
+        [value] if name == 'text' else [f'--{name.replace("_", "-")}', value])])
+    assert options_class.from_arguments(args) == options_class(**required)
+    with pytest.raises(SystemExit):
+        main([command, '--help'])
+    shown = ' '.join(capsys.readouterr().out.split())
+    for field in dataclasses.fields(options_class):
+        if field.metadata['cli']:
+            assert ' '.join(field.metadata['help'].split()) in shown, field.name

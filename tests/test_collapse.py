@@ -1,5 +1,5 @@
 """The collapse warning: which held-out accuracies count as "ignoring the input"."""
-from d2lbert.train.collapse import MARGIN, collapse_warning
+from d2lbert.pretraining.collapse import MARGIN, collapse_warning
 
 
 def record(step, mlm, nsp):

@@ -14,7 +14,7 @@ import mxnet as mx
 import pytest
 
 import d2lbert
-from d2lbert.train import devices
+from d2lbert.run import devices
 from conftest import REPO_ROOT
 
 

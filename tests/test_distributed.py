@@ -28,8 +28,8 @@ import pytest
 from d2lbert.cli import main
 from d2lbert.data import load_data_wiki
 from d2lbert.launch import HostsFileError, launch, parse_hosts
-from d2lbert.train.distributed import DistributedError, ShardStream
-from d2lbert.train.pretrain import PretrainOptions, pretrain
+from d2lbert.pretraining.distributed import DistributedError, ShardStream
+from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 
 THIS_FILE = os.path.abspath(__file__)
 BOUND = 60  # seconds: a failed job must be over within this
@@ -162,7 +162,7 @@ def test_workers_draw_their_own_dropout_masks():
     """seed_step gives each worker its own masks; the first worker keeps those of a single
     process (whose resumed runs must stay identical)."""
     import mxnet as mx
-    from d2lbert.train.step import seed_step
+    from d2lbert.run.step import seed_step
 
     def draw(*args):
         seed_step(*args)
@@ -360,7 +360,7 @@ def test_two_workers_end_with_the_parameters_of_one_process(runs):
             assert mine[key] == pytest.approx(reference[key], abs=1e-5), (key, mine['step'])
     assert job_records[-1]['mlm_loss'] < job_records[0]['mlm_loss'] - 0.05  # it trained
     assert sorted(os.listdir(runs['job'])) == ['checkpoints', 'config.json', 'loss.png',
-                                               'metrics.jsonl', 'vocab.json',
+                                               'metrics.jsonl', 'run.json', 'vocab.json',
                                                'worker-0.params', 'worker-1.params']
 
 
@@ -422,7 +422,7 @@ def test_killed_worker_stops_the_job_and_resume_continues_it(runs, monkeypatch):
 def run_test_worker(argv):
     """`d2lbert ARGV`, then save this worker's parameters to OUT/worker-RANK.params;
     with DIE_AT_STEP set, the worker of rank 1 SIGKILLs itself at that step."""
-    module = importlib.import_module('d2lbert.train.pretrain')  # (the package's
+    module = importlib.import_module('d2lbert.pretraining.pretrain')  # (the package's
     # `pretrain` is the function)
     seen = {}
     train_loop, seed_step = module._train_loop, module.seed_step

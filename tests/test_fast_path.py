@@ -12,8 +12,8 @@ from mxnet import autograd, np
 from conftest import make_model
 from d2lbert import fast
 from d2lbert.model import BERTModel
-from d2lbert.train.optimizer import make_trainer
-from d2lbert.train.step import forward_backward, optimizer_step
+from d2lbert.run.optimizer import make_trainer
+from d2lbert.run.step import forward_backward, optimizer_step
 from test_packing import on_device, pretraining_batch
 
 

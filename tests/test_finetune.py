@@ -20,11 +20,11 @@ from d2lbert.cli import main
 from d2lbert.data import Vocab
 from d2lbert.data.tasks import EncodedExample, make_task_batch
 from d2lbert.data.tasks.generated import entity_task, next_sentence_task, write_conll
-from d2lbert.train.finetune import FinetuneOptions, finetune
-from d2lbert.train.optimizer import make_trainer
-from d2lbert.train.predict import predict
-from d2lbert.train.task_model import TaskInfo, build_task_model
-from d2lbert.train.task_step import task_forward_backward
+from d2lbert.finetuning.finetune import FinetuneOptions, finetune
+from d2lbert.run.optimizer import make_trainer
+from d2lbert.finetuning.predict import predict
+from d2lbert.finetuning.task_model import TaskInfo, build_task_model
+from d2lbert.finetuning.task_step import task_forward_backward
 from conftest import make_model, save_tiny_model
 from test_cli_flags import run_main
 

@@ -17,11 +17,11 @@ from d2lbert.data import Vocab
 from d2lbert.data.squad import (SquadExample, baseline_predictions, bundled_squad_task,
                                 make_windows, read_squad, write_squad_json)
 from d2lbert.data.squad.tokenize import word_tokenize_with_offsets
-from d2lbert.train.finetune import FinetuneOptions, finetune
-from d2lbert.train.qa_predict import answer_question, predict_squad
-from d2lbert.train.qa_predictions import NO_SPAN_ODDS
-from d2lbert.train.squad_metric import gold_answers, squad_evaluate
-from d2lbert.train.task_model import (TaskInfo, build_task_model, load_task_model,
+from d2lbert.finetuning.finetune import FinetuneOptions, finetune
+from d2lbert.finetuning.qa_predict import answer_question, predict_squad
+from d2lbert.finetuning.qa_predictions import NO_SPAN_ODDS
+from d2lbert.finetuning.squad_metric import gold_answers, squad_evaluate
+from d2lbert.finetuning.task_model import (TaskInfo, build_task_model, load_task_model,
                                       read_task_info, save_task_model)
 from conftest import save_tiny_model
 from test_cli_flags import run_main

@@ -7,8 +7,8 @@ from mxnet import autograd, gluon, np, npx
 
 from d2lbert import fast
 from d2lbert.fast import kernels
-from d2lbert.train.optimizer import load_trainer_states, make_trainer, no_decay
-from d2lbert.train.step import optimizer_step
+from d2lbert.run.optimizer import load_trainer_states, make_trainer, no_decay
+from d2lbert.run.step import optimizer_step
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="d2lbert's kernels not built")
 
@@ -71,7 +71,7 @@ def train(name, fused, ctxs, clip, loss_scale=1.0, steps=4):
 
 
 def optimizer_step_without_fusion(net, trainer, clip, loss_scale):
-    from d2lbert.train.step import clip_global_norm
+    from d2lbert.run.step import clip_global_norm
     params = list(net.collect_params().values())
     if clip:
         for ctx in params[0].list_ctx():

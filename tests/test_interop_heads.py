@@ -268,7 +268,7 @@ def test_import_errors_name_the_problem(case, changes, message, tmp_path):
     ('classifier', 'csv', LABELS, 'AutoModelForSequenceClassification'),
     ('question_answering', 'squad2', None, 'AutoModelForQuestionAnswering')])
 def test_convert_a_fine_tuned_model_folder(head, task, labels, auto_class, tmp_path):
-    from d2lbert.train.task_model import TaskInfo, save_task_model
+    from d2lbert.finetuning.task_model import TaskInfo, save_task_model
     net, config, vocab = d2lbert_task_model(head)
     folder = str(tmp_path / 'model')
     save_task_model(folder, net, config, vocab, TaskInfo(task, head, labels, 40))

@@ -1,7 +1,10 @@
 """The package's layers import in one direction only (`d2lbert/__init__.py` lists them):
-a reader's model never depends on the fast path, the data pipeline or training."""
+a reader's model never depends on the fast path, the data pipeline or training; the run
+layer is shared by pretraining and fine-tuning, which never import each other."""
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -12,7 +15,9 @@ ALLOWED = {
     'model': {'util'},
     'fast': {'model', 'util'},
     'data': {'util'},
-    'train': {'model', 'fast', 'data', 'util'},
+    'run': {'model', 'fast', 'data', 'util'},
+    'pretraining': {'run', 'model', 'fast', 'data', 'util'},
+    'finetuning': {'run', 'model', 'fast', 'data', 'util'},
 }
 
 
@@ -84,10 +89,35 @@ def test_layers_import_in_one_direction():
 
 @pytest.mark.parametrize('path, line', [('model/bert.py', 'from ..fast import kernels'),
                                         ('util/checks.py', 'from ..model import BERTModel'),
-                                        ('data/vocab.py', 'from ..train import pretrain'),
-                                        ('fast/model.py', 'import d2lbert.data')])
+                                        ('data/vocab.py', 'from ..run import step'),
+                                        ('fast/model.py', 'import d2lbert.data'),
+                                        ('run/step.py', 'from ..finetuning import task_step'),
+                                        ('finetuning/finetune.py',
+                                         'from ..pretraining.pretrain import pretrain'),
+                                        ('pretraining/pretrain.py',
+                                         'from d2lbert.finetuning import predict')])
 def test_a_forbidden_import_is_found(path, line):
     """The checker itself: one forbidden import added to a module is reported."""
     texts = sources()
     texts[path] += f'\n\ndef late():\n    {line}\n'
     assert len(violations(texts)) == 1
+
+
+def test_importing_the_model_loads_no_other_layer():
+    """`import d2lbert.model` (and `import d2lbert`) load the book's blocks and util only:
+    the fast path, the data pipeline and training load when first used."""
+    code = ('import sys, d2lbert.model; print(" ".join(sorted({m.split(".")[1] for m in '
+            'sys.modules if m.startswith("d2lbert.")})))')
+    loaded = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert loaded == ['model', 'util']
+
+
+def test_lazy_top_level_names_load_their_layer():
+    """`d2lbert.Vocab`, `d2lbert.fast`, ... still work, from the layer that defines them."""
+    import d2lbert
+    from d2lbert import data, fast, interop, run
+    assert d2lbert.fast is fast and d2lbert.Vocab is data.Vocab
+    assert d2lbert.load_pretrained is interop.load_pretrained and d2lbert.try_gpu is run.try_gpu
+    with pytest.raises(AttributeError, match='no_such_name'):
+        d2lbert.no_such_name

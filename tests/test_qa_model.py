@@ -8,7 +8,7 @@ from conftest import make_batch, make_model, to_numpy
 from d2lbert import BERTForQuestionAnswering, fast
 from d2lbert.data import Vocab
 from d2lbert.data.squad import Answer, SquadExample, make_windows, qa_batch
-from d2lbert.train.task_step import task_forward_backward
+from d2lbert.finetuning.task_step import task_forward_backward
 from d2lbert.model.question_answering import PADDING_LOGIT
 
 

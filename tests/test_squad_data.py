@@ -17,8 +17,8 @@ from d2lbert.data.squad import (NO_ANSWER, QAWindow, SquadFormatError, baseline_
 from d2lbert.data.squad.generated import QUESTION_FORMS
 from d2lbert.data.squad.tokenize import tokenize_with_offsets_for
 from d2lbert.data.wordpiece import basic_words
-from d2lbert.train.qa_predictions import best_answers, window_spans, write_prediction_files
-from d2lbert.train.squad_metric import gold_answers, squad_evaluate
+from d2lbert.finetuning.qa_predictions import best_answers, window_spans, write_prediction_files
+from d2lbert.finetuning.squad_metric import gold_answers, squad_evaluate
 
 SHARED_SAMPLE = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data',
                              'finetune-samples', 'squad_v1.1_sample.json')

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from d2lbert.train.squad_metric import (exact_match, f1_score, normalize_answer,
+from d2lbert.finetuning.squad_metric import (exact_match, f1_score, normalize_answer,
                                         squad_evaluate)
 
 GOLD_POOL = ['Saint Bernadette Soubirous', 'the Virgin Mary', 'a golden statue', '1858',

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from d2lbert.data.tasks import TASKS
-from d2lbert.train.task_metrics import (TASK_METRICS, accuracy, average_ranks,
+from d2lbert.finetuning.task_metrics import (TASK_METRICS, accuracy, average_ranks,
                                         entity_chunks, entity_f1, entity_precision,
                                         entity_recall, f1, mcc, pearson, spearman,
                                         task_scores)

@@ -31,7 +31,8 @@ import subprocess
 import sys
 import tempfile
 
-from ..util.options import check_bool, check_choice, check_choices, check_int, check_text
+from ..run.options import (Options, choice, choices, comma_separated, integer, option,
+                           text)
 from .configs import CONFIGS, get_config, random_batch
 from .finetune_lines import FINETUNE, FINETUNE_MODULES, SQUAD, finetune_examples
 from .finetune_pairs import FINETUNE_CONFIGS
@@ -43,46 +44,49 @@ PRETRAINING_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp', 'transformers')
 
 
+def check_device(name, device):
+    """'cpu' or 'gpu:N' (whether that GPU is usable is checked when the run starts)."""
+    kind, _, index = str(device).partition(':')
+    if device != 'cpu' and (kind != 'gpu' or not index.isdigit()):
+        raise ValueError(f"{name} must be 'cpu' or 'gpu:N', got {device!r}")
+    return device
+
+
 @dataclasses.dataclass
-class BenchOptions:
-    """What `d2lbert bench` runs (the CLI flags). Constructing it checks every setting:
-    a bad one raises a `ValueError` naming its flag (or field, for settings without
-    a flag)."""
-    configs: tuple = ('book', 'small', FINETUNE, SQUAD)
-    steps: int = 10
-    rounds: int = 2           # of the pretraining steps (rounds.py)
-    warmup: int = 3
-    threads: int = 2
-    device: str = 'cpu'       # or 'gpu:N'
-    only: tuple = IMPLEMENTATIONS
-    wikitext: str = None      # a wiki.*.tokens file; None: skip the real-text parts
-    e2e_steps: int = 20
-    e2e_batch_size: int = 512
-    e2e_max_len: int = 64
-    e2e_config: str = 'book'
-    finetune_config: str = 'bert.small'   # both lines' size: same names in SQUAD_CONFIGS
-    quick: bool = False
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self):
-        """Raise a `ValueError` naming the first invalid setting."""
-        check_choices('--configs', self.configs, tuple(CONFIGS) + (FINETUNE, SQUAD))
-        check_int('--steps', self.steps, 1)
-        check_int('--rounds', self.rounds, 1)
-        check_int('--threads', self.threads, 1)
-        check_device(self.device)
-        check_choices('--only', self.only, IMPLEMENTATIONS)
-        check_text('--wikitext', self.wikitext, optional=True)
-        check_bool('--quick', self.quick)
-        check_int('BenchOptions.warmup', self.warmup, 0)
-        check_int('BenchOptions.e2e_steps', self.e2e_steps, 1)
-        check_int('BenchOptions.e2e_batch_size', self.e2e_batch_size, 1)
-        check_int('BenchOptions.e2e_max_len', self.e2e_max_len, 5)
-        check_choice('BenchOptions.e2e_config', self.e2e_config, tuple(CONFIGS))
-        check_choice('BenchOptions.finetune_config', self.finetune_config,
-                     tuple(FINETUNE_CONFIGS))
+class BenchOptions(Options):
+    """What `d2lbert bench` runs, each setting declared once with its flag's help and its
+    check (`run.options`). Constructing it checks every setting: a bad one raises a
+    `ValueError` naming its flag (or field, for settings without a flag)."""
+    configs: tuple = option(
+        ('book', 'small', FINETUNE, SQUAD), 'comma-separated parts: the pretraining sizes '
+        'book and small, finetune (sentence-pair fine-tuning) and squad (SQuAD, 384-token '
+        'windows) (without a pretraining size the pretraining-only parts are skipped)',
+        choices(tuple(CONFIGS) + (FINETUNE, SQUAD)), parse=comma_separated,
+        shown_default='book,small,finetune,squad')
+    steps: int = option(10, 'timed steps per implementation and size', integer(1),
+                        shown_default='10; --quick: 2')
+    rounds: int = option(2, 'rounds the pretraining steps are split into, the '
+                         'implementations in turn and in reverse order every second '
+                         'round, so that the machine drifting in speed weighs on each '
+                         'alike (rounds.py)', integer(1))
+    warmup: int = option(3, 'untimed steps first', integer(0), cli=False)
+    threads: int = option(2, 'OMP_NUM_THREADS of every measurement', integer(1))
+    device: str = option('cpu', "'cpu' or 'gpu:N' (needs a GPU build of MXNet)",
+                         check_device)
+    only: tuple = option(IMPLEMENTATIONS, 'comma-separated implementations',
+                         choices(IMPLEMENTATIONS), parse=comma_separated,
+                         shown_default=','.join(IMPLEMENTATIONS))
+    wikitext: str = option(None, 'a wiki.*.tokens file for the real-text benchmarks '
+                           '(default: ../shared/data/wikitext-2/wiki.valid.tokens from the '
+                           'current folder or the repository; skipped if absent)',
+                           text(optional=True))
+    e2e_steps: int = option(20, 'end-to-end steps on real text', integer(1), cli=False)
+    e2e_batch_size: int = option(512, 'end-to-end batch size', integer(1), cli=False)
+    e2e_max_len: int = option(64, 'end-to-end max_len', integer(5), cli=False)
+    e2e_config: str = option('book', 'end-to-end model size', choice(CONFIGS), cli=False)
+    finetune_config: str = option('bert.small', "both fine-tuning lines' size (same names "
+                                  'in SQUAD_CONFIGS)', choice(FINETUNE_CONFIGS), cli=False)
+    quick: bool = option(False, 'tiny sizes, 2 steps: checks the harness, not the speed')
 
     @classmethod
     def quick_options(cls, **overrides):
@@ -91,14 +95,6 @@ class BenchOptions:
                       e2e_batch_size=16, e2e_max_len=32, e2e_config='quick',
                       finetune_config='quick', quick=True)
         return cls(**{**values, **overrides})
-
-
-def check_device(device):
-    """'cpu' or 'gpu:N' (whether that GPU is usable is checked when the run starts)."""
-    kind, _, index = str(device).partition(':')
-    if device != 'cpu' and (kind != 'gpu' or not index.isdigit()):
-        raise ValueError(f"--device must be 'cpu' or 'gpu:N', got {device!r}")
-    return device
 
 
 def run_worker(task, threads, log=print):

@@ -6,7 +6,7 @@ memory (shapes change from batch to batch), gradients added (grad_req 'add'), a
 BERTAdam trainer. The batches are the fine-tuning loop's (`training_batches`, which
 sorts lengths into buckets and pads each batch to about its longest pair).
 `finetune_step` is the body of the loop for one batch, without the learning-rate
-schedule and the logging: keep both in line with `d2lbert.train.finetune`. The SQuAD
+schedule and the logging: keep both in line with `d2lbert.finetuning.finetune`. The SQuAD
 line (`squad_d2lbert`) sets up and steps its model with the same functions.
 """
 CLIP = 1.0   # `d2lbert finetune --clip`'s default
@@ -31,7 +31,7 @@ def ready_to_train(net, ctx, lr=1e-4):
     hybridized, gradients added, BERTAdam."""
     from mxnet import init
     from ..fast import accelerate
-    from ..train.optimizer import make_trainer
+    from ..run.optimizer import make_trainer
     net.output.initialize(init.Normal(0.02), ctx=ctx)
     accelerate(net)
     net.hybridize(static_alloc=True)
@@ -58,8 +58,8 @@ def host_batches(config, pairs, seed=0):
 def finetune_step(net, trainer, batch, ctxs, step, clip=CLIP, seed=0):
     """Dropout seeded for the step, forward + loss + backward, clipping + update +
     zeroing, on one host `TaskBatch` with labels."""
-    from ..train.step import optimizer_step, seed_step
-    from ..train.task_step import task_forward_backward
+    from ..run.step import optimizer_step, seed_step
+    from ..finetuning.task_step import task_forward_backward
     seed_step(seed, step)
     task_forward_backward(net, batch, ctxs)
     optimizer_step(net, trainer, clip)

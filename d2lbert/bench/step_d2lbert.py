@@ -24,7 +24,7 @@ def prepare_for_training(net, ctx, lr=1e-4):
     (D2LBERT_FUSED_KERNELS=0: the book's model)."""
     from mxnet import init
     from ..fast import accelerate
-    from ..train.optimizer import make_trainer
+    from ..run.optimizer import make_trainer
     net.initialize(init.Normal(0.02), ctx=ctx)
     accelerate(net)
     net.collect_params().setattr('grad_req', 'add')
@@ -35,7 +35,7 @@ def prepare_for_training(net, ctx, lr=1e-4):
 
 def train_step(net, trainer, batch, ctx):
     """forward + both losses + backward + Adam update, on one host batch."""
-    from ..train.step import forward_backward, optimizer_step
+    from ..run.step import forward_backward, optimizer_step
     forward_backward(net, [batch], [ctx], with_accuracy=False)
     optimizer_step(net, trainer, clip=None)
 

@@ -20,7 +20,7 @@ either loads into the other, and both compute the same numbers:
   (`mlm_loss.py`);
 * `FusedAdam`, `FusedBERTAdam` (`optimizer.py`): the optimizer's step, clipping,
   update and zeroing the gradients in one pass over each parameter; the trainer of a
-  model on the fast path uses them (`d2lbert.train.optimizer.make_trainer`).
+  model on the fast path uses them (`d2lbert.run.optimizer.make_trainer`).
 
 The kernels are CPU code (`kernels/`, compiled on first use). Where they can't run
 (D2LBERT_FUSED_KERNELS=0, no compiler, a model on a GPU or in float16),

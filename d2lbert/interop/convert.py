@@ -10,9 +10,10 @@ A d2lbert model directory holds
 import os
 
 from ..data.vocab_files import load_vocab
-from ..model import BERTConfig, BERTModel
-from ..train.checkpoint import find_checkpoint
-from ..train.task_model import is_task_model, load_task_model
+from ..finetuning.task_model import is_task_model, load_task_model
+from ..model import BERTModel
+from ..run.checkpoint import load_parameters, read_config
+from ..run.models import model_folder, model_step
 from .huggingface import from_huggingface, to_huggingface, write_tokenizer
 
 
@@ -36,23 +37,26 @@ def convert_from_hf(hf_dir, out_dir, allow_pickle=False):
 
 def load_model_dir(model_dir):
     """(net, vocab, config) of a d2lbert model directory."""
-    config = BERTConfig.from_json_file(os.path.join(model_dir, 'config.json'))
+    config = read_config(model_dir)
     vocab = load_vocab(model_dir)
-    net = BERTModel.from_config(config)
-    net.load_parameters(os.path.join(model_dir, 'model.params'))
+    net = load_parameters(BERTModel.from_config(config), model_dir)
     return net, vocab, config
 
 
-def convert_to_hf(model_dir, out_dir):
-    """d2lbert model directory (or a pretraining run's output folder, whose newest
-    checkpoint is used; or a fine-tuned model, see `convert_task_model_to_hf`) ->
-    Hugging Face BERT directory."""
-    if not os.path.isfile(os.path.join(model_dir, 'model.params')):
-        model_dir = find_checkpoint(model_dir)
-    if is_task_model(model_dir):
-        return convert_task_model_to_hf(model_dir, out_dir)
-    net, vocab, config = load_model_dir(model_dir)
-    to_huggingface(net, config, vocab, out_dir)
+def convert_to_hf(path, out_dir):
+    """The model `path` means (`run.models.model_folder`: a run's best model, a
+    checkpoint, a model folder; a fine-tuned one, see `convert_task_model_to_hf`) ->
+    Hugging Face BERT directory. Returns (the model folder, its step or None)."""
+    folder = model_folder(path)
+    if not os.path.isfile(os.path.join(folder, 'model.params')):
+        raise ValueError(f'{path} holds no d2lbert model (model.params), no run folder '
+                         '(checkpoints/ or model/)')
+    if is_task_model(folder):
+        convert_task_model_to_hf(folder, out_dir)
+    else:
+        net, vocab, config = load_model_dir(folder)
+        to_huggingface(net, config, vocab, out_dir)
+    return folder, model_step(folder)
 
 
 def convert_task_model_to_hf(model_dir, out_dir):

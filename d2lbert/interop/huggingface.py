@@ -18,6 +18,8 @@ ways too (see `hf_tasks`): a `BERTClassifier`, `BERTTagger` or
 """
 import json
 import os
+import pickle
+import sys
 
 import mxnet as mx
 
@@ -84,20 +86,31 @@ def read_tensors(directory, allow_pickle=False):
     """
     safetensors_file = os.path.join(directory, 'model.safetensors')
     if os.path.isfile(safetensors_file):
-        return _safetensors().load_file(safetensors_file), safetensors_file
+        safetensors = _safetensors()
+        try:
+            return safetensors.load_file(safetensors_file), safetensors_file
+        except (OSError, ValueError, sys.modules['safetensors'].SafetensorError) as error:
+            raise ValueError(f'{safetensors_file} is truncated or corrupt (not a readable '
+                             f'safetensors file: {error})') from None
     pickle_file = os.path.join(directory, 'pytorch_model.bin')
     if not os.path.isfile(pickle_file):
         raise FileNotFoundError(f'{directory} has neither model.safetensors nor '
                                 'pytorch_model.bin')
     if not allow_pickle:
         raise ValueError(f'{pickle_file} is a pickle, and loading a pickle can run arbitrary '
-                         'code: pass allow_pickle=True if you trust it')
+                         'code: pass allow_pickle=True (the d2lbert command: --allow-pickle) '
+                         'if you trust it')
     try:
         import torch
     except ImportError:
         raise ImportError(f'reading {pickle_file} needs PyTorch (pip install torch); or '
                           'save the checkpoint as model.safetensors') from None
-    state = torch.load(pickle_file, map_location='cpu', weights_only=True)
+    try:
+        state = torch.load(pickle_file, map_location='cpu', weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else 'empty'
+        raise ValueError(f'{pickle_file}: torch.load(weights_only=True) refuses it (it holds '
+                         f'more than tensors, or is corrupt: {first_line})') from None
     return {name: value.float().numpy() for name, value in state.items()}, pickle_file
 
 

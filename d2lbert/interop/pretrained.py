@@ -2,7 +2,8 @@
 
 `load_pretrained(path_or_name)` recognizes, by the files it holds:
 
-    a `d2lbert pretrain` output folder   checkpoints/step-NNNNNN/ (the newest is used)
+    a `d2lbert pretrain` output folder   checkpoints/step-NNNNNN/ (the newest is used,
+                                         `run.models.model_folder`)
     a checkpoint folder                  manifest.json, config.json, vocab.json, model.params
     a d2lbert model folder               config.json, vocab.json (or vocab.txt), model.params
                                          (`d2lbert convert --from-hf` writes one)
@@ -15,9 +16,10 @@ import os
 import mxnet as mx
 from mxnet import np
 
+from ..finetuning.task_model import TASK_FILE
 from ..model import BERTModel
-from ..train import checkpoint as ckpt
-from ..train.task_model import TASK_FILE
+from ..run import checkpoint as ckpt
+from ..run.models import model_folder
 from .book import BOOK_MODELS, is_book_model, load_book_model
 from .convert import load_model_dir
 from .huggingface import bert_from_huggingface
@@ -76,13 +78,12 @@ def load_pretrained(path_or_name, ctx=None, allow_pickle=False):
     elif kind == 'model':
         net, vocab, _ = load_model_dir(path_or_name)
     else:
-        checkpoint = ckpt.find_checkpoint(path_or_name)
+        checkpoint = model_folder(path_or_name)
         if os.path.isfile(os.path.join(checkpoint, TASK_FILE)):
             raise ValueError(f'{checkpoint} is a fine-tuning checkpoint ({TASK_FILE}), not a '
                              'pretrained model')
         config, vocab, _ = ckpt.read_checkpoint_meta(checkpoint)
-        net = BERTModel.from_config(config)
-        net.load_parameters(os.path.join(checkpoint, 'model.params'))
+        net = ckpt.load_parameters(BERTModel.from_config(config), checkpoint)
     net.collect_params().reset_ctx(ctx or mx.cpu())
     net.hybridize(static_alloc=True)
     return net, vocab

@@ -3,8 +3,9 @@
 
     --lr must be a finite number > 0, got nan
 
-The options dataclasses (`PretrainOptions`, `BenchOptions`) call these checks, so the
-command line and the Python API refuse a bad value with the same message.
+The options dataclasses (`run.options`: `PretrainOptions`, `FinetuneOptions`,
+`BenchOptions`) call these checks, so the command line and the Python API refuse a bad
+value with the same message.
 """
 import math
 import numbers

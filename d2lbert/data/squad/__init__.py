@@ -12,7 +12,7 @@ The modules follow the pipeline:
 * :mod:`.generated`: a small SQuAD 2.0-style task from the bundled corpus.
 
 Turning the model's logits back into answers, and the official metric, are in
-``d2lbert.train.qa_predictions`` and ``d2lbert.train.squad_metric``.
+``d2lbert.finetuning.qa_predictions`` and ``d2lbert.finetuning.squad_metric``.
 """
 from .batches import qa_batch, qa_batches, qa_training_batches
 from .download import SQUAD_FILES, squad_file, squad_path

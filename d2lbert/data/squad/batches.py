@@ -2,7 +2,7 @@
 the answers' (start, end) token positions, int32 (batch_size, 2), or None.
 
 They are padded exactly like the other tasks' (:mod:`..tasks.batches`), so the
-fine-tuning step (``d2lbert.train.task_step``) runs them unchanged.
+fine-tuning step (``d2lbert.finetuning.task_step``) runs them unchanged.
 """
 import numpy as np
 

@@ -108,7 +108,7 @@ def read_squad(path):
         SquadFormatError: not JSON, not SQuAD's layout (naming the first bad place,
             e.g. ``data[3].paragraphs[0].qas[2]: no 'question'``), an empty passage or
             question, an answerable question without answers where answers are
-            given, or no question at all.
+            given, no question at all, or two questions with the same id.
     """
     try:
         with open(path, encoding='utf-8') as f:
@@ -130,6 +130,12 @@ def read_squad(path):
                 examples.append(read_question(qa, context, path, f'{place}.qas[{q}]'))
     if not examples:
         raise SquadFormatError(f'{path} holds no question')
+    seen = set()
+    for example in examples:
+        if example.qas_id in seen:
+            raise SquadFormatError(f'{path}: the question id {example.qas_id!r} appears '
+                                   'twice (each answer is looked up by its id)')
+        seen.add(example.qas_id)
     mismatched = [(e.qas_id, answer) for e in examples for answer in e.answers
                   if not e.answer_matches(answer)]
     data = SquadData(examples, document.get('version'), mismatched, str(path))

@@ -85,8 +85,11 @@ def task_example(record, label_type, path, line_number):
         label = parse_score(label, path, line_number)
     else:
         label = str(label)
-    return TaskExample(field(record, 'text', path, line_number),
-                       record.get('text_pair') or None, label)
+    text, text_pair = field(record, 'text', path, line_number), record.get('text_pair')
+    for name, value in (('text', text), ('text_pair', text_pair)):
+        if value is not None and not isinstance(value, str):
+            raise line_error(path, line_number, f'{name} must be a string, got {value!r}')
+    return TaskExample(text, text_pair or None, label)
 
 
 def check_all_or_none_labelled(numbered_examples, path):

@@ -20,6 +20,20 @@ def line_error(path, line_number, message):
     return ValueError(f'{path}, line {line_number}: {message}')
 
 
+def not_utf8(path, error):
+    """The ValueError for a file that is not UTF-8 text."""
+    return ValueError(f'{path} is not UTF-8 text (byte {error.object[error.start]:#x} at '
+                      f'offset {error.start} of a chunk); save it as UTF-8')
+
+
+def utf8_lines(f, path):
+    """The lines of a text file opened as UTF-8, a ValueError naming it if it is not."""
+    try:
+        yield from f
+    except UnicodeDecodeError as error:
+        raise not_utf8(path, error) from None
+
+
 def delimited_rows(path, delimiter='\t', quoting=csv.QUOTE_NONE):
     """Yield ``(line number, list of fields)`` for every non-blank row.
 
@@ -27,9 +41,16 @@ def delimited_rows(path, delimiter='\t', quoting=csv.QUOTE_NONE):
     """
     with open(path, encoding='utf-8-sig', newline='') as f:
         reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-        for fields in reader:
-            if fields:
-                yield reader.line_num, fields
+        try:
+            for fields in reader:
+                if fields:
+                    yield reader.line_num, fields
+        except csv.Error as error:  # e.g. a field longer than csv.field_size_limit()
+            raise line_error(path, reader.line_num, f'a field longer than '
+                             f'{csv.field_size_limit()} characters, or broken quoting '
+                             f'({error})') from None
+        except UnicodeDecodeError as error:
+            raise not_utf8(path, error) from None
 
 
 def records(path, rows, column_names=None):
@@ -64,7 +85,7 @@ def jsonl_records(path):
     """Yield ``(line number, dict)`` for every non-blank line of a JSON lines
     file (one JSON object per line)."""
     with open(path, encoding='utf-8-sig') as f:
-        for line_number, line in enumerate(f, start=1):
+        for line_number, line in enumerate(utf8_lines(f, path), start=1):
             if not line.strip():
                 continue
             try:

@@ -10,7 +10,7 @@ the whole batch's mean loss however many devices share it; the update is
 from mxnet import autograd, np
 
 from ..util.checks import skip_value_checks
-from .step import split_batch
+from ..run.step import split_batch
 
 
 def device_arrays(batch, ctx):

@@ -3,7 +3,7 @@ import math
 
 import numpy as onp
 
-from .step import shard_losses
+from ..run.step import shard_losses
 
 
 def evaluate(net, data_iter, ctx, max_batches=None):

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from ..data.squad import make_windows, qa_training_batches, read_squad, squad_path
 from .finetune_data import SQUAD_TASKS, task_head, task_metrics
-from .pretrain import PretrainError
+from ..run.errors import RunError
 from .qa_predict import allows_null, window_logits
 from .qa_predictions import NULL_THRESHOLD, best_answers
 from .squad_metric import gold_answers, squad_evaluate
@@ -108,12 +108,12 @@ def read_squad_flag(name, data, task):
     try:
         squad = read_squad(squad_path(data))
     except FileNotFoundError as error:
-        raise PretrainError(f'{name} {error}') from None
+        raise RunError(f'{name} {error}') from None
     unanswerable = sum(example.is_impossible for example in squad.examples)
     if task == 'squad1' and unanswerable:
-        raise PretrainError(f'{name} {squad.source}: {unanswerable} unanswerable questions; '
-                            'SQuAD 1.1 has none (a squad1 model always answers): use '
-                            '--task squad2')
+        raise RunError(f'{name} {squad.source}: {unanswerable} unanswerable questions; '
+                       'SQuAD 1.1 has none (a squad1 model always answers): use '
+                       '--task squad2')
     return squad
 
 
@@ -125,9 +125,9 @@ def training_questions(squad):
     answerable = sum(not example.is_impossible for example in squad.examples)
     skipped = len(squad.examples) - len(questions)
     if 2 * skipped > answerable:
-        raise PretrainError(f'--data {squad.source}: {skipped} of its {answerable} '
-                            'answerable questions have no answer to train on (no '
-                            '"answers", or an answer_start that does not point at the '
-                            "answer's text: are they character offsets into the "
-                            'context?)')
+        raise RunError(f'--data {squad.source}: {skipped} of its {answerable} '
+                       'answerable questions have no answer to train on (no '
+                       '"answers", or an answer_start that does not point at the '
+                       "answer's text: are they character offsets into the "
+                       'context?)')
     return questions

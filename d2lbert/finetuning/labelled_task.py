@@ -18,7 +18,7 @@ from mxnet import init
 
 from ..data.tasks import encode_task, training_batches
 from .finetune_data import read_dev_split, read_train_split, task_head, task_metrics
-from .pretrain import PretrainError
+from ..run.errors import RunError
 from .task_model import TaskInfo
 from .task_predictions import predict_encoded, task_scores_of
 
@@ -59,12 +59,25 @@ def read_labelled_task(options, vocab):
     dev = read_dev_split(options.task, options.data, options.dev, train.labels,
                          options.label_type)
     if not train.examples:
-        raise PretrainError(f'--data {options.data}: the training set has no examples')
+        raise RunError(f'--data {options.data}: the training set has no examples')
+    check_training_labels(options, train)
     info = TaskInfo(options.task, task_head(options.task), train.labels, options.max_len,
                     options.dropout, task_metrics(options.task, train.labels))
     encoded_dev = None if dev is None else encode_task(dev, vocab, options.max_len)
     return LabelledTask(info, encode_task(train, vocab, options.max_len), dev, encoded_dev,
                         vocab.pad_id)
+
+
+def check_training_labels(options, train):
+    """Every training example has a label, and a classifier's training set two classes
+    or more (one output would mean regression)."""
+    if any(getattr(example, 'label', True) is None for example in train.examples):
+        raise RunError(f'--data {options.data}: the training set has examples without a '
+                       'label (a training file needs a label column)')
+    if train.labels is not None and len(train.labels) < 2:
+        raise RunError(f'--data {options.data}: only one label ({", ".join(train.labels)}) '
+                       'in the training set; a classifier needs two or more (a number to '
+                       'predict: --label-type number)')
 
 
 def start_at_mean(output, encoded_train):

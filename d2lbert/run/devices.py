@@ -5,6 +5,8 @@ import warnings
 
 import mxnet as mx
 
+from ..util.options import check_text
+
 # The official mxnet-cu117 1.9.1 wheel ships kernels for sm_50 ... sm_86 and no PTX:
 # sm_89 (Ada) runs the sm_86 binaries, Hopper (9.0) and newer cannot run it at all.
 MAX_COMPUTE_CAPABILITY = (8, 9)
@@ -70,6 +72,14 @@ def parse_gpu_ids(gpus):
     if not all(part.isdigit() for part in ids):
         raise ValueError(f'--gpus must be comma-separated GPU ids like 0,1, got {gpus!r}')
     return [int(part) for part in ids]
+
+
+def check_gpu_ids(name, gpus):
+    """The check of a --gpus option: None (every usable GPU) or GPU ids like '0,1'."""
+    check_text(name, gpus, optional=True)
+    if gpus is not None:
+        parse_gpu_ids(gpus)
+    return gpus
 
 
 def training_contexts(cpu=False, gpus=None, amp=False):

@@ -19,10 +19,13 @@ For each question, over all windows of its passage (``d2lbert.data.squad.windows
 ``null_odds.json`` ``{id: null score - best span score}``, the files the official
 ``evaluate-v2.0.py`` reads (``--na-prob-file``).
 """
+import functools
 import json
 import os
 
 import numpy as np
+
+from ..run.files import write_file_atomically
 
 N_BEST = 20
 MAX_ANSWER_LEN = 30
@@ -101,18 +104,11 @@ def best_answers(examples, windows, start_logits, end_logits, n_best=N_BEST,
 
 def write_prediction_files(directory, predictions, null_odds):
     """Write ``predictions.json`` and ``null_odds.json`` into directory (created if
-    needed), each atomically (a temporary file renamed into place); returns their paths."""
+    needed), each atomically (`run.files.write_file_atomically`); returns their paths."""
     os.makedirs(directory, exist_ok=True)
     paths = []
     for name, values in (('predictions.json', predictions), ('null_odds.json', null_odds)):
         path = os.path.join(directory, name)
-        tmp = f'{path}.tmp-{os.getpid()}'
-        try:
-            with open(tmp, 'w', encoding='utf-8') as f:
-                json.dump(values, f, ensure_ascii=False, indent=1)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        paths.append(path)
+        write = functools.partial(json.dump, values, ensure_ascii=False, indent=1)
+        paths.append(write_file_atomically('--out', path, write))
     return paths

@@ -16,11 +16,15 @@ import re
 import shutil
 import tempfile
 
+import mxnet as mx
+
 from ..data.vocab_files import load_vocab, save_vocab
 from ..model import BERTConfig
 from ..util.hashing import sha1_of_file
+from .files import disk_fault, replace_folder
 
 CHECKPOINT_DIR = 'checkpoints'
+MAX_PARAMETERS = 20e9  # a config.json beyond this is taken for a corrupt file
 _NAME = re.compile(r'^step-(\d{6,})$')
 
 
@@ -54,39 +58,32 @@ def save_checkpoint(out_dir, step, net, trainer, config, vocab, state, keep=3,
     root = os.path.join(out_dir, CHECKPOINT_DIR)
     os.makedirs(root, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f'.tmp-step-{step:06d}-', dir=root)
+    final = os.path.join(root, f'step-{step:06d}')
     try:
         write_model_files(tmp, net, config, vocab, trainer,
                           {**(json_files or {}), 'state.json': {**state, 'step': step}})
-        final = os.path.join(root, f'step-{step:06d}')
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-    except BaseException:
+        replace_folder(tmp, final)
+    except OSError as error:
+        raise disk_fault(final, error) from None
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
     for old in list_checkpoints(out_dir)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
 def save_model_folder(folder, net, config, vocab, json_files=None):
-    """Write (or replace) the model folder `folder` so that at every moment it is either
-    the complete old model or the complete new one (the old one is renamed aside, then
-    deleted)."""
+    """Write (or replace) the model folder `folder` so that at every moment, even after a
+    kill, it is the complete old model or the complete new one (`files.replace_folder`)."""
     parent = os.path.dirname(os.path.abspath(folder))
     tmp = tempfile.mkdtemp(prefix='.tmp-model-', dir=parent)
     try:
         write_model_files(tmp, net, config, vocab, json_files=json_files)
-        old = None
-        if os.path.exists(folder):
-            old = tempfile.mkdtemp(prefix='.old-model-', dir=parent)
-            os.rename(folder, os.path.join(old, 'model'))
-        os.rename(tmp, folder)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+        replace_folder(tmp, folder)
+    except OSError as error:
+        raise disk_fault(folder, error) from None
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return folder
 
 
@@ -128,8 +125,39 @@ def verify_checkpoint(checkpoint):
                                   '(size or SHA-1 differs from manifest.json)')
 
 
+def parameter_count(config):
+    """About how many parameters a model of config has (embeddings and encoder)."""
+    h, layers = config.num_hiddens, config.num_layers
+    embeddings = (config.vocab_size + config.max_len + config.type_vocab_size) * h
+    return embeddings + layers * (4 * h * h + 2 * h * config.ffn_num_hiddens)
+
+
 def read_config(folder):
-    return BERTConfig.from_json_file(os.path.join(folder, 'config.json'))
+    """The `BERTConfig` of a model folder; a CheckpointError for one no machine here
+    could build (a corrupt or mistyped config.json)."""
+    path = os.path.join(folder, 'config.json')
+    config = BERTConfig.from_json_file(path)
+    if parameter_count(config) > MAX_PARAMETERS:
+        raise CheckpointError(f'{path} describes a model of about '
+                              f'{parameter_count(config) / 1e9:.0f} billion parameters '
+                              f'(num_hiddens {config.num_hiddens}, num_layers '
+                              f'{config.num_layers}): more than {MAX_PARAMETERS / 1e9:.0f} '
+                              'billion, so it is taken for a corrupt file')
+    return config
+
+
+def load_parameters(net, folder, ctx=None):
+    """net.load_parameters(folder/model.params), a CheckpointError naming the file if it
+    is corrupt or does not fit the config."""
+    path = os.path.join(folder, 'model.params')
+    try:
+        net.load_parameters(path, ctx=ctx)
+    except (mx.base.MXNetError, AssertionError, ValueError) as error:
+        reason = str(error).strip().splitlines()
+        reason = next((line for line in reversed(reason) if line.strip()), type(error).__name__)
+        raise CheckpointError(f'{path} is corrupt or does not fit {folder}/config.json '
+                              f'({reason.strip()})') from None
+    return net
 
 
 def read_checkpoint_meta(checkpoint):

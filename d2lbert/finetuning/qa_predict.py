@@ -16,7 +16,7 @@ from tqdm import tqdm
 from .. import fast
 from ..data.squad import SquadExample, make_windows, qa_batch, read_squad
 from ..data.tasks import padded_length
-from .predict import task_model_folder
+from ..run.models import model_folder
 from .qa_predictions import NULL_THRESHOLD, best_answers, write_prediction_files
 from .squad_metric import gold_answers, squad_evaluate
 from .task_model import load_task_model
@@ -57,7 +57,7 @@ def question_windows(examples, vocab, info):
 def load_qa_model(model, plain=False):
     """(net, vocab, info) of a question-answering model folder (or a fine-tuning
     output folder), ready for inference."""
-    net, _, vocab, info = load_task_model(task_model_folder(model), mx.cpu())
+    net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     if info.head != 'question_answering':
         raise ValueError(f'--model {model} is a {info.task!r} model ({info.head}), not a '
                          'question-answering one (d2lbert finetune --task squad2 or squad1)')

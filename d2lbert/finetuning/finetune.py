@@ -14,24 +14,26 @@ dev set) is a task object: `labelled_task.LabelledTask` (classes, numbers, tags)
 `qa_task.QuestionAnsweringTask` (SQuAD).
 """
 import dataclasses
-import datetime
 import math
 import os
 import time
 
 from .. import fast
 from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
-from ..util.options import (check_bool, check_choice, check_int, check_number, check_text,
-                            flag)
-from . import checkpoint as ckpt
-from .devices import parse_gpu_ids, training_contexts
+from ..run import checkpoint as ckpt
+from ..run.devices import check_gpu_ids, training_contexts
+from ..run.errors import RunError, TrainingDiverged
+from ..run.files import disk_fault
+from ..run.folder import due, prepare_out_dir
+from ..run.metrics import IntervalMeans, MetricsLog
+from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
+from ..run.step import optimizer_step, seed_step
+from ..run.options import (Options, choice, fraction, integer, number, option, optional,
+                           text)
+from ..util.options import flag
 from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES
 from .labelled_task import read_labelled_task
-from .metrics import IntervalMeans, MetricsLog
-from .optimizer import learning_rate, load_trainer_states, make_trainer
-from .pretrain import PretrainError, TrainingDiverged, due, prepare_out_dir
 from .qa_task import read_qa_task
-from .step import optimizer_step, seed_step
 from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_model
 from .task_step import task_forward_backward
 
@@ -39,11 +41,16 @@ MAX_SEED = 2 ** 32 - 1
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
+# the options --resume must not change
+TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
+              'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
+              'epochs', 'seed')
 
 
 @dataclasses.dataclass
-class FinetuneOptions:
-    """Every setting of a fine-tuning run; the CLI flags map onto these one to one.
+class FinetuneOptions(Options):
+    """Every setting of a fine-tuning run, each declared once with its flag's help and
+    its check (`run.options`): the `d2lbert finetune` parser is generated from them.
 
     lr None picks the learning rate by model size: 1e-4 for models up to 256 hidden
     units (the book's NLI chapter, bert.small) and 3e-5 for larger ones (BERT-base,
@@ -53,72 +60,66 @@ class FinetuneOptions:
     Google's BERT, GluonNLP and Hugging Face) and 128 for the others; doc_stride and
     max_query_len only concern the SQuAD tasks (`data.squad.windows`).
     """
-    task: str = None
-    model: str = None
-    data: str = None
-    dev: str = None
-    out: str = None
-    label_type: str = 'class'
-    epochs: int = 3
-    batch_size: int = 32
-    max_len: int = None
-    doc_stride: int = DOC_STRIDE
-    max_query_len: int = MAX_QUERY_LEN
-    lr: float = None
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    dropout: float = 0.1
-    clip: float = 1.0
-    eval_every: int = 0
-    log_every: int = 10
-    keep: int = 2
-    seed: int = 0
-    gpus: str = None
-    cpu: bool = False
-    resume: bool = False
-    progress: bool = True
-    plain: bool = False
+    task: str = option(None, f'one of {", ".join(TASK_NAMES)}', choice(TASK_NAMES),
+                       required=True, parse=str.lower)
+    model: str = option(None, "a d2lbert pretraining output folder, a Hugging Face BERT "
+                        "folder, the book's bert.small or bert.base (name, zip or folder)",
+                        text(), required=True)
+    data: str = option(None, "a folder with the task's files under their usual names, or "
+                       'one training file (csv: required; squad2/squad1: a SQuAD JSON '
+                       'file); default: download SNLI / GLUE / SQuAD', text(optional=True))
+    dev: str = option(None, "the dev file (default: the task's dev file in --data; SQuAD: "
+                      'downloaded when --data is not given)', text(optional=True))
+    out: str = option(None, 'output folder (default: runs/finetune-TASK-DATE-TIME)',
+                      text(optional=True))
+    label_type: str = option('class', "csv: 'class' (label is a class name) or 'number' "
+                             '(regression)', choice(LABEL_TYPES))
+    epochs: int = option(3, 'passes over the training set', integer(1))
+    batch_size: int = option(32, 'examples per step', integer(1))
+    max_len: int = option(None, 'longest input in tokens; longer pairs are cut longest '
+                          'first; SQuAD: a question and passage window (default: 384 for '
+                          'squad2/squad1, else 128)', integer(4))
+    doc_stride: int = option(DOC_STRIDE, "squad2/squad1: a long passage's windows start "
+                             'this many tokens apart', integer(1))
+    max_query_len: int = option(MAX_QUERY_LEN, 'squad2/squad1: the most question tokens (the '
+                                'rest is cut off)', integer(1))
+    lr: float = option(None, 'peak learning rate (default: 1e-4 for models up to 256 hidden '
+                       'units, else 3e-5)', optional(number(0, inclusive=False)))
+    warmup: float = option(0.1, 'share of the steps with linear warmup; then linear decay '
+                           'to 0', fraction)
+    weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
+                                 'parameters)', number(0))
+    dropout: float = option(0.1, 'dropout before the new output layer (SQuAD: none, as in '
+                            'the references)', fraction)
+    clip: float = option(1.0, 'clip the global gradient norm (0: off)', number(0))
+    eval_every: int = option(0, 'evaluate on dev (and checkpoint) every N steps and after '
+                             'each epoch (0: after each epoch only)',
+                             integer(0, note=' (0: at the end of each epoch)'))
+    log_every: int = option(10, 'log the mean loss every N steps', integer(1))
+    keep: int = option(2, 'keep the newest K checkpoints', integer(1))
+    seed: int = option(0, 'seeds the data order, the new layer and dropout',
+                       integer(0, MAX_SEED))
+    gpus: str = option(None, 'comma-separated GPU ids (default: all usable GPUs, else the '
+                       'CPU)', check_gpu_ids)
+    cpu: bool = option(False, 'train on the CPU even with GPUs')
+    resume: bool = option(False, 'continue from the newest complete checkpoint in --out')
+    overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
+    progress: bool = option(True, 'no progress bar')
+    plain: bool = option(False, "run the book's model instead of the fast path")
 
     def __post_init__(self):
+        if isinstance(self.task, str):  # glue/MRPC as GLUE's folders, glue/mrpc as HF's
+            self.task = self.task.lower()
         if self.max_len is None and self.task in TASK_NAMES:
             self.max_len = MAX_LEN if self.task in SQUAD_TASKS else TASK_MAX_LEN
-        self.validate()
+        super().__post_init__()
 
-    def validate(self):
-        """Raise a `ValueError` naming the flag of the first invalid setting."""
-        check_choice('--task', self.task, TASK_NAMES)
-        check_text('--model', self.model)
-        for name in ('data', 'dev', 'out', 'gpus'):
-            check_text(flag(name), getattr(self, name), optional=True)
+    def check_together(self):
+        """--task csv needs --data; a SQuAD window must leave room for the passage."""
         if self.task == 'csv' and self.data is None:
             raise ValueError('--task csv needs --data, your training file (.csv, .tsv or '
                              '.jsonl with text[, text_pair], label columns)')
-        check_choice('--label-type', self.label_type, LABEL_TYPES)
-        for name in ('epochs', 'batch_size', 'log_every', 'keep'):
-            check_int(flag(name), getattr(self, name), 1)
-        check_int('--max-len', self.max_len, 4)
-        if self.task in SQUAD_TASKS:
-            self.validate_windows()
-        check_int('--eval-every', self.eval_every, 0, note=' (0: at the end of each epoch)')
-        check_int('--seed', self.seed, 0, MAX_SEED)
-        if self.lr is not None:
-            check_number('--lr', self.lr, 0, inclusive=False)
-        for name in ('weight_decay', 'clip'):
-            check_number(flag(name), getattr(self, name), 0)
-        for name in ('warmup', 'dropout'):
-            value = check_number(flag(name), getattr(self, name), 0)
-            if value >= 1:
-                raise ValueError(f'{flag(name)} must be in [0, 1), got {value!r}')
-        if self.gpus is not None:
-            parse_gpu_ids(self.gpus)
-        for name in ('cpu', 'resume', 'plain', 'progress'):
-            check_bool(flag(name), getattr(self, name))
-
-    def validate_windows(self):
-        """A window must leave room for the passage after the question and 3 specials."""
-        check_int('--doc-stride', self.doc_stride, 1)
-        check_int('--max-query-len', self.max_query_len, 1)
-        if self.max_len - self.max_query_len - 3 < 1:
+        if self.task in SQUAD_TASKS and self.max_len - self.max_query_len - 3 < 1:
             raise ValueError(f'--max-query-len {self.max_query_len} leaves no room for the '
                              f'passage in --max-len {self.max_len} tokens (<cls> question '
                              '<sep> passage <sep>)')
@@ -131,7 +132,7 @@ def check_sources(options):
         path = getattr(options, name)
         downloadable = options.task in SQUAD_TASKS and path in SQUAD_FILES
         if path is not None and not os.path.exists(path) and not downloadable:
-            raise PretrainError(f'{flag(name)} {path}: no such file or folder')
+            raise RunError(f'{flag(name)} {path}: no such file or folder')
 
 
 def default_lr(config):
@@ -151,14 +152,14 @@ def resume_state(checkpoint, info, config, vocab, seed):
     saved_config, saved_vocab, state = ckpt.read_checkpoint_meta(checkpoint)
     saved = read_task_info(checkpoint)
     if saved != info:
-        raise PretrainError(f'--resume: the task settings differ from {checkpoint}/'
-                            f'{TASK_FILE} (saved {saved.to_dict()}, now {info.to_dict()})')
+        raise RunError(f'--resume: the task settings differ from {checkpoint}/'
+                       f'{TASK_FILE} (saved {saved.to_dict()}, now {info.to_dict()})')
     if saved_config != config or saved_vocab != vocab:
-        raise PretrainError(f'--resume: --model is not the model {checkpoint} was '
-                            'fine-tuned from (its config or vocabulary differ)')
+        raise RunError(f'--resume: --model is not the model {checkpoint} was '
+                       'fine-tuned from (its config or vocabulary differ)')
     if state['seed'] != seed:
-        raise PretrainError(f'--resume: --seed {seed} differs from the seed '
-                            f'{state["seed"]} of {checkpoint}')
+        raise RunError(f'--resume: --seed {seed} differs from the seed '
+                       f'{state["seed"]} of {checkpoint}')
     return state
 
 
@@ -172,13 +173,14 @@ def finetune(options, pretrained):
     bert, vocab = pretrained
     config = bert.config
     if options.max_len > config.max_len:
-        raise PretrainError(f'--max-len {options.max_len} exceeds the model\'s '
-                            f'{config.max_len} positions')
+        raise RunError(f'--max-len {options.max_len} exceeds the model\'s '
+                       f'{config.max_len} positions')
     task = read_task(options, vocab)
     info = task.info
-    options.out = options.out or os.path.join('runs', datetime.datetime.now().strftime(
-        f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S'))
-    out = prepare_out_dir(options)
+    out = prepare_out_dir(options, 'finetune',
+                          f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',
+                          {'--data': options.data, '--dev': options.dev,
+                           '--model': options.model}, TRAJECTORY)
     net = build_task_model(bert, info)
     state = {'epoch': 0, 'index': 0, 'step': 0, 'best': None, 'seed': options.seed}
     log = MetricsLog(out)
@@ -200,7 +202,10 @@ def finetune(options, pretrained):
     if options.resume:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     run = FinetuneRun(options, task, net, trainer, ctxs, config, vocab, out, log, lr)
-    return run.train(state)
+    try:
+        return run.train(state)
+    except OSError as error:  # a full disk while writing metrics, plots or checkpoints
+        raise disk_fault(error.filename or out, error) from None
 
 
 class FinetuneRun:

@@ -18,7 +18,7 @@ import mxnet as mx
 
 from ..data.vocab_files import load_vocab
 from ..model import BERTClassifier, BERTForQuestionAnswering, BERTModel, BERTTagger
-from . import checkpoint as ckpt
+from ..run import checkpoint as ckpt
 
 TASK_FILE = 'task.json'
 
@@ -108,5 +108,5 @@ def load_task_model(folder, ctx=None):
     config = ckpt.read_config(folder)
     vocab = load_vocab(folder)
     net = build_task_model(BERTModel.from_config(config), info)
-    net.load_parameters(os.path.join(folder, 'model.params'), ctx=ctx or mx.cpu())
+    ckpt.load_parameters(net, folder, ctx or mx.cpu())
     return net, config, vocab, info

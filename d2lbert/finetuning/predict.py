@@ -10,23 +10,18 @@ example, in the file's order::
 When the file has labels, the task's scores are computed too.
 """
 import json
-import os
 
 import mxnet as mx
 
 from .. import fast
 from ..data.tasks import encode_task
+from ..run.files import write_file_atomically
+from ..run.models import model_folder
 from .finetune_data import read_task_file_of
-from .task_model import is_task_model, load_task_model
+from .task_model import load_task_model
 from .task_predictions import predict_encoded, task_scores_of
 
 DIGITS = 6
-
-
-def task_model_folder(path):
-    """A fine-tuning output folder's OUT/model, or the model folder itself."""
-    inner = os.path.join(path, 'model')
-    return inner if not is_task_model(path) and is_task_model(inner) else path
 
 
 def prediction_record(info, example, prediction, probabilities):
@@ -46,21 +41,10 @@ def label_probabilities(info, row):
     return {label: round(float(p), DIGITS) for label, p in zip(info.labels, row)}
 
 
-def write_jsonl_atomically(records, path):
-    tmp = f'{path}.tmp-{os.getpid()}'
-    try:
-        with open(tmp, 'w', encoding='utf-8') as f:
-            f.writelines(json.dumps(record, ensure_ascii=False) + '\n' for record in records)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def predict(model, data, out, batch_size=64, plain=False):
     """Write the predictions of the model folder `model` for the task file `data` to
     the JSON lines file `out`; returns {'examples': n, 'scores': {...} or None}."""
-    net, _, vocab, info = load_task_model(task_model_folder(model), mx.cpu())
+    net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = read_task_file_of(info.task, data, info.labels,
                                   'class' if info.labels is not None else 'number')
     if not plain:
@@ -69,9 +53,10 @@ def predict(model, data, out, batch_size=64, plain=False):
     encoded = encode_task(task_data, vocab, info.max_len)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
                                                  vocab.pad_id, batch_size)
-    write_jsonl_atomically(
-        [prediction_record(info, example, prediction, probs) for example, prediction, probs
-         in zip(task_data.examples, predictions, probabilities)], out)
+    records = [prediction_record(info, example, prediction, probs) for example, prediction,
+               probs in zip(task_data.examples, predictions, probabilities)]
+    write_file_atomically('--out', out, lambda f: f.writelines(
+        json.dumps(record, ensure_ascii=False) + '\n' for record in records))
     labelled = task_data.examples and all(
         getattr(example, 'label', True) is not None for example in task_data.examples)
     scores = task_scores_of(info, task_data, encoded, predictions) if labelled else None
