@@ -104,17 +104,22 @@ def run_pretrain(index, part, seed, threads, flags, scratch):
 
 
 def summarize(records):
-    """Per part: the number of runs, the lowest final accuracies and how many runs reach
-    THRESHOLDS."""
+    """Per part: the number of runs, the lowest final held-out accuracies, the highest
+    final training MLM loss, how many runs reach THRESHOLDS, and the scores of ignoring
+    the input on the part's held-out data."""
     summary = {}
     for part in sorted({r['part'] for r in records}):
-        finals = [r['final'] for r in records if r['part'] == part]
+        runs = [r for r in records if r['part'] == part]
+        finals = [r['final'] for r in runs]
         summary[part] = {
-            'runs': len(finals),
+            'runs': len(runs),
             'min_mlm_accuracy': min(f['mlm_accuracy'] for f in finals),
             'min_nsp_accuracy': min(f['nsp_accuracy'] for f in finals),
+            'max_train_mlm_loss': max(r['final_train_mlm_loss'] for r in runs),
             'reaching_thresholds': sum(all(f[k] >= v for k, v in THRESHOLDS.items())
-                                       for f in finals)}
+                                       for f in finals),
+            'mlm_baseline_accuracy': finals[0]['mlm_baseline_accuracy'],
+            'nsp_majority_accuracy': finals[0].get('nsp_majority_accuracy')}
     return summary
 
 
