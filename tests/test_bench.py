@@ -8,6 +8,7 @@ math; and a smoke test of the whole harness.
 No timing assertions: the quick run only checks that every measurement ran and that the
 JSON report holds every implementation with positive rates.
 """
+import datetime
 import json
 import os
 import random
@@ -371,6 +372,7 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(report.read_text())
     assert results['gemm']['flops_per_s'] > 0
+    assert results['date'] == datetime.date.today().isoformat()  # the book quotes it
     runs = results['steps']['quick']
     config = BenchConfig(**runs['config'])
     assert runs['flops']['total'] == step_flops(config, random_batch(config)['valid_lens'])['total']

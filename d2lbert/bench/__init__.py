@@ -25,6 +25,7 @@ Each measurement runs in its own process (`worker.py`) with OMP_NUM_THREADS set 
 MXNet is imported.
 """
 import dataclasses
+import datetime
 import json
 import os
 import subprocess
@@ -169,7 +170,8 @@ def bench_end_to_end(options, log=print):
 
 def run_benchmarks(options, log=print):
     """Run every measurement `options` asks for; return all numbers as one dict."""
-    results = {'options': dataclasses.asdict(options), 'command': None, 'notes': []}
+    results = {'options': dataclasses.asdict(options), 'command': None, 'notes': [],
+               'date': datetime.date.today().isoformat()}
     log('machine ...')
     results['machine'] = describe_machine()
     for warning in results['machine']['warnings']:
