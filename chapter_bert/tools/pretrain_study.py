@@ -143,6 +143,40 @@ def earlier_runs(path):
         return json.load(f)['runs']
 
 
+def marked(value, key, digits=2):
+    """`value` rounded as the README shows it, with the marker that ties it to `key`
+    of the results file (tests/test_quoted_numbers.py checks the pair)."""
+    return f'{value:.{digits}f}<!-- result pretrain-study.json {key} -->'
+
+
+def readme_tables(results):
+    """The README's tables of the study, every number marked: the held-out MLM / NSP
+    accuracy at the last step of each bundled-corpus run, by seed, then the single
+    changes of seed 0's recipe."""
+    rows = {}
+    for index, r in enumerate(results['runs']):
+        if r['part'] in ('default', 'plain', 'earlier'):
+            cell = (marked(r['final']['mlm_accuracy'], f'runs.{index}.final.mlm_accuracy')
+                    + ' / ' + marked(r['final']['nsp_accuracy'],
+                                     f'runs.{index}.final.nsp_accuracy'))
+            rows.setdefault((r['part'], r['threads']), {})[r['seed']] = cell
+    names = {'default': 'default', 'plain': '`--plain`', 'earlier': 'earlier recipe'}
+    lines = ['| run, threads | ' + ' | '.join(f'seed {seed}' for seed in SEEDS) + ' |',
+             '|---' * (len(SEEDS) + 1) + '|']
+    for (part, threads), cells in rows.items():
+        lines.append(f'| {names[part]}, {threads} | '
+                     + ' | '.join(cells.get(seed, '') for seed in SEEDS) + ' |')
+    lines += ['', '| seed 0 with | MLM | NSP | collapse warning at steps |', '|---|---|---|---|']
+    for index, r in enumerate(results['runs']):
+        if r['part'] == 'changes':
+            steps = [e['step'] for e in r['evaluations'] if 'warning' in e]
+            mlm, nsp = (marked(r['final'][name], f'runs.{index}.final.{name}')
+                        for name in ('mlm_accuracy', 'nsp_accuracy'))
+            lines.append(f"| `{r['flags']}` | {mlm} | {nsp} | "
+                         f"{', '.join(map(str, steps)) or 'none'} |")
+    return '\n'.join(lines)
+
+
 def machine():
     """The CPU this ran on (d2lbert bench's description)."""
     from d2lbert.bench.machine import cpu_description
@@ -157,7 +191,13 @@ def main(argv=None):
         os.path.dirname(os.path.dirname(HERE)), '..', 'shared', 'data', 'wikitext-2',
         'wiki.valid.tokens'))
     parser.add_argument('--out', default=RESULTS)
+    parser.add_argument('--readme', action='store_true',
+                        help="only print the README's tables of the results file --out")
     args = parser.parse_args(argv)
+    if args.readme:
+        with open(args.out, encoding='utf-8') as f:
+            print(readme_tables(json.load(f)))
+        return
     parts = args.only.split(',')
     with tempfile.TemporaryDirectory() as scratch:
         wikitext_dir = (split_wikitext(args.wikitext, os.path.join(scratch, 'wikitext'))
