@@ -97,7 +97,8 @@ def run_pretrain(index, part, seed, threads, flags, scratch):
         records = [json.loads(line) for line in f]
     evals = [r for r in records if r['split'] == 'valid']
     train = [r for r in records if r['split'] == 'train']
-    return {'part': part, 'seed': seed, 'threads': threads, 'flags': ' '.join(flags),
+    shown_flags = re.sub(r'--data \S+', '--data FOLDER', ' '.join(flags))  # no temp path
+    return {'part': part, 'seed': seed, 'threads': threads, 'flags': shown_flags,
             'seconds': round(seconds, 1), 'evaluations': evals,
             'final': evals[-1], 'final_train_mlm_loss': train[-1]['mlm_loss'],
             'warnings': [r['warning'] for r in evals if 'warning' in r]}
@@ -105,8 +106,8 @@ def run_pretrain(index, part, seed, threads, flags, scratch):
 
 def summarize(records):
     """Per part: the number of runs, the lowest final held-out accuracies, the highest
-    final training MLM loss, how many runs reach THRESHOLDS, and the scores of ignoring
-    the input on the part's held-out data."""
+    final training MLM loss and the longest time, how many runs reach THRESHOLDS, and
+    the scores of ignoring the input on the part's held-out data."""
     summary = {}
     for part in sorted({r['part'] for r in records}):
         runs = [r for r in records if r['part'] == part]
@@ -116,6 +117,7 @@ def summarize(records):
             'min_mlm_accuracy': min(f['mlm_accuracy'] for f in finals),
             'min_nsp_accuracy': min(f['nsp_accuracy'] for f in finals),
             'max_train_mlm_loss': max(r['final_train_mlm_loss'] for r in runs),
+            'max_minutes': max(r['seconds'] for r in runs) / 60,
             'reaching_thresholds': sum(all(f[k] >= v for k, v in THRESHOLDS.items())
                                        for f in finals),
             'mlm_baseline_accuracy': finals[0]['mlm_baseline_accuracy'],
