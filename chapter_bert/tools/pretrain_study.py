@@ -8,7 +8,7 @@ Every run is `python -m d2lbert pretrain` in a process of its own, with OMP_NUM_
 set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
 
 * default: the default job (bundled corpus, 500 steps) for seeds 0-7, with 1 and with 2
-  threads (the thread count changes how sums are rounded, and so the trajectory);
+  threads (were a sum's rounding to depend on the thread count, so would the trajectory);
 * plain: the same with --plain (the book's model on MXNet's operators), seeds 0-7, 1 thread;
 * earlier: the recipe of earlier versions (50 warmup steps, dropout 0.2, static masks),
   seeds 0-7, 1 thread;
