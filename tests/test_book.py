@@ -94,6 +94,8 @@ def book():
     result = subprocess.run([sys.executable, BUILD_SCRIPT, '--quick'], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    with open(os.path.join(OUT, 'build.log'), 'w', encoding='utf-8') as f:
+        f.write(result.stdout + result.stderr)
     return OUT
 
 
@@ -149,6 +151,14 @@ def source(cell):
 
 def squeeze(text):
     return ' '.join(text.split())
+
+
+def test_sphinx_reports_no_errors(book):
+    """An error of the reStructuredText step (say, `|V|` in a cell's output, read as a
+    substitution) leaves a hole in a page that the browser does not see."""
+    with open(os.path.join(book, 'build.log'), encoding='utf-8') as f:
+        errors = [line.strip() for line in f if re.search(r': (ERROR|SEVERE):', line)]
+    assert not errors, errors
 
 
 def test_every_chapter_of_the_toc_is_a_notebook_and_a_page(book):
