@@ -127,6 +127,7 @@ PLAIN_PRETRAINING = """
 import json, sys
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 summary = pretrain(PretrainOptions(out=sys.argv[1], plain=True, progress=False))
+summary['fast_path_loaded'] = any(name.startswith('d2lbert.fast') for name in sys.modules)
 with open(sys.argv[2], 'w') as f:
     json.dump(summary, f)
 """

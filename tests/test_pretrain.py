@@ -191,8 +191,10 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
 
 
 def test_the_books_model_learns_with_the_same_defaults(plain_pretraining_run):
-    """--plain (the book's blocks on MXNet's operators) meets the same thresholds."""
+    """--plain (the book's blocks on MXNet's operators) meets the same thresholds, and
+    never loads the fast path (a reader's path doesn't pass through d2lbert.fast)."""
     _, result = plain_pretraining_run
+    assert result['fast_path_loaded'] is False
     for name, threshold in THRESHOLDS.items():
         assert result['eval'][name] >= threshold, result['eval']
 

@@ -18,7 +18,6 @@ import math
 import os
 import time
 
-from .. import fast
 from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
 from ..run import checkpoint as ckpt
 from ..run.devices import check_gpu_ids, training_contexts
@@ -194,6 +193,7 @@ def finetune(options, pretrained):
         seed_step(options.seed, 0)
         task.initialize_output(net, ctxs)
     if not options.plain:
+        from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
     net.hybridize(static_alloc=True)
     net.collect_params().setattr('grad_req', 'add')

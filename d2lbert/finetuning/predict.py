@@ -13,7 +13,6 @@ import json
 
 import mxnet as mx
 
-from .. import fast
 from ..data.tasks import encode_task
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
@@ -48,6 +47,7 @@ def predict(model, data, out, batch_size=64, plain=False):
     task_data = read_task_file_of(info.task, data, info.labels,
                                   'class' if info.labels is not None else 'number')
     if not plain:
+        from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
     net.hybridize(static_alloc=True)
     encoded = encode_task(task_data, vocab, info.max_len)

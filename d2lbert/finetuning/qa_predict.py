@@ -13,7 +13,6 @@ files written.
 import mxnet as mx
 from tqdm import tqdm
 
-from .. import fast
 from ..data.squad import SquadExample, make_windows, qa_batch, read_squad
 from ..data.tasks import padded_length
 from ..run.models import model_folder
@@ -62,6 +61,7 @@ def load_qa_model(model, plain=False):
         raise ValueError(f'--model {model} is a {info.task!r} model ({info.head}), not a '
                          'question-answering one (d2lbert finetune --task squad2 or squad1)')
     if not plain:
+        from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
     net.hybridize(static_alloc=True)
     return net, vocab, info

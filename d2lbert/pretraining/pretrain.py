@@ -8,7 +8,6 @@ import time
 import mxnet as mx
 from mxnet import init, np
 
-from .. import fast
 from ..data import load_data_wiki
 from ..data.download import WIKITEXT_ARCHIVES
 from ..model import BERTConfig, BERTModel
@@ -217,6 +216,7 @@ def pretrain(options):
     mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
     if not options.plain and worker.kernels:
+        from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
     net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
     trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,

@@ -1,7 +1,7 @@
 """Optimizer and learning-rate schedule."""
 from mxnet import gluon
 
-from .. import fast
+from .accelerated import loaded_fast
 
 # adam: MXNet's Adam (weight decay added to the gradient); bertadam: GluonNLP's
 # BERTAdam (decoupled weight decay, as Google's BERT); lamb: MXNet's LAMB
@@ -30,7 +30,9 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
             param.wd_mult = 0.0
     import gluonnlp  # noqa: F401  (registers the 'bertadam' optimizer)
     options = {'learning_rate': lr, 'wd': weight_decay}
-    fused = fast.fused_optimizer(optimizer, **options) if fast.is_fast(net) else None
+    fast = loaded_fast()  # None: nothing was accelerated, so neither is net
+    fused = (fast.fused_optimizer(optimizer, **options)
+             if fast is not None and fast.is_fast(net) else None)
     if fused is not None:
         return gluon.Trainer(params, fused, kvstore=kvstore, update_on_kvstore=False)
     return gluon.Trainer(params, optimizer, options, kvstore=kvstore,

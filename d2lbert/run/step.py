@@ -12,8 +12,8 @@ import mxnet as mx
 import numpy as onp
 from mxnet import autograd, np
 
-from .. import fast
 from ..util.checks import skip_value_checks
+from .accelerated import is_fast_model, is_fused_optimizer
 
 
 def split_batch(batch, num_parts):
@@ -67,7 +67,7 @@ def shard_losses(net, shard, ctx, with_accuracy):
     the host with the batch: the step never copies from the device."""
     arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
     options = {'with_accuracy': with_accuracy}
-    if isinstance(net, fast.FastBERTModel):
+    if is_fast_model(net):
         token_index = shard.token_index()
         if token_index is not None:
             options['token_index'] = np.array(token_index, dtype='int32', ctx=ctx)
@@ -89,7 +89,7 @@ def optimizer_step(net, trainer, clip=None, loss_scale=None):
     scale = 1.0 if loss_scale is None else loss_scale.scale
     skip = loss_scale is not None and loss_scale.overflowed(
         [g for p in params for g in p.list_grad()])
-    if isinstance(trainer.optimizer, fast.FusedUpdate) and not skip:
+    if is_fused_optimizer(trainer.optimizer) and not skip:
         grads = [[p.grad(ctx) for p in params] for ctx in params[0].list_ctx()]
         trainer.optimizer.clip_on_update(grads, clip * scale if clip else None)
         trainer.update(scale)  # clips, updates and zeroes the gradients in one pass
