@@ -9,8 +9,10 @@ An output folder::
     OUT/metrics.jsonl          'train' records (loss, lr, examples/s) and 'dev' records
     OUT/loss.png               (the task's metrics, see `finetune_data`)
 
-What is task-specific (reading the data, batches, the new layer's start, scoring the
-dev set) is a task object: `labelled_task.LabelledTask` (classes, numbers, tags) or
+The training loop is the one pretraining runs too (`run.loop`); `Finetuning` gives it
+fine-tuning's data, loss, evaluation and checkpoint state. What is task-specific
+(reading the data, batches, the new layer's start, scoring the dev set) is a task
+object: `labelled_task.LabelledTask` (classes, numbers, tags) or
 `qa_task.QuestionAnsweringTask` (SQuAD).
 """
 import dataclasses
@@ -203,9 +205,9 @@ def finetune(options, pretrained):
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     steps_per_epoch = math.ceil(len(task.train) / options.batch_size)
     total_steps = steps_per_epoch * options.epochs
-    job = Finetuning(options, task, net, ctxs, config, vocab, out, steps_per_epoch, state)
+    recipe = Finetuning(options, task, net, ctxs, config, vocab, out, steps_per_epoch, state)
     loop = TrainingLoop(
-        job, net, trainer,
+        recipe, net, trainer,
         Schedule(lr, round(options.warmup * total_steps), total_steps, steps_per_epoch),
         Cadence(options.log_every, options.eval_every, options.eval_every,
                 log_with_saves=False),
@@ -215,11 +217,11 @@ def finetune(options, pretrained):
     except OSError as error:  # a full disk while writing metrics, plots or checkpoints
         raise disk_fault(error.filename or out, error) from None
     return {'out': out, 'model': os.path.join(out, 'model'), 'steps': steps,
-            'best': job.best}
+            'best': recipe.best}
 
 
 class Finetuning:
-    """What fine-tuning gives the training loop (the job of `run.loop`): the task's
+    """What fine-tuning gives the training loop (the recipe of `run.loop`): the task's
     batches, one a step, epoch after epoch; its loss (`task_step.task_forward_backward`);
     the dev set's scores, after which the best model so far is kept in OUT/model.
 

@@ -1,5 +1,8 @@
 """`d2lbert pretrain`: pretrain BERT on WikiText (or your text), with progress,
-held-out evaluation, atomic checkpoints and exact resume."""
+held-out evaluation, atomic checkpoints and exact resume.
+
+The training loop is the one fine-tuning runs too (`run.loop`); `Pretraining` gives it
+pretraining's data, losses, evaluation and checkpoint state."""
 import dataclasses
 import os
 
@@ -249,18 +252,18 @@ def pretrain(options):
 
 def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log, config,
                 vocab, start_step, out, worker):
-    """Run the training loop (`run.loop`) on pretraining's job; returns the summary."""
-    job = Pretraining(options, net, ctxs, stream, valid_iter, config, vocab, worker)
+    """Run the training loop (`run.loop`) on pretraining's recipe; returns the summary."""
+    recipe = Pretraining(options, net, ctxs, stream, valid_iter, config, vocab, worker)
     loop = TrainingLoop(
-        job, net, trainer, Schedule(options.lr, warmup_steps(options), options.steps),
+        recipe, net, trainer, Schedule(options.lr, warmup_steps(options), options.steps),
         Cadence(options.log_every, options.eval_every, options.save_every), out, log,
         options.clip, options.keep, worker, loss_scale, options.progress)
     loop.run(start_step)
-    return {'out': out, 'steps': options.steps, 'eval': job.last_eval, 'rank': worker.rank}
+    return {'out': out, 'steps': options.steps, 'eval': recipe.last_eval, 'rank': worker.rank}
 
 
 class Pretraining:
-    """What pretraining gives the training loop (the job of `run.loop`): the worker's
+    """What pretraining gives the training loop (the recipe of `run.loop`): the worker's
     share of each step's batches from `stream` (a `distributed.ShardStream`), the MLM
     and NSP losses (`step.forward_backward`), the held-out evaluation on valid_iter."""
     loss_names = ('mlm_loss', 'nsp_loss')

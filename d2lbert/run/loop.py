@@ -3,9 +3,9 @@
 Every step: take the step's batches, set the learning rate, add up the gradient of the
 loss over the batches, clip and update (`step.optimizer_step`). Every so often: log the
 training losses (and stop if one is NaN), evaluate, checkpoint. What differs between
-the commands is a *job* object each supplies (`pretrain.Pretraining`,
+the commands is a *recipe*, an object each supplies (`pretrain.Pretraining`,
 `finetune.Finetuning`): its data, its loss, its evaluation, what its checkpoints hold
-and its log's fields. A job has:
+and its log's fields. A recipe has:
 
 * attributes `config`, `vocab` (saved in every checkpoint), `checkpoint_files` ({file
   name: value} more JSON files for a checkpoint, or None), `loss_names` (the losses a
@@ -25,7 +25,7 @@ and its log's fields. A job has:
 * `evaluate(step)` -> (scores, lines): scores ({name: float}, or None: nothing to log)
   of the held-out data, lines to print;
 * `checkpoint_state(step)` -> the state.json of the checkpoint of `step` (what --resume
-  needs to continue: the data's position, the seed, ...); the job may first save what
+  needs to continue: the data's position, the seed, ...); the recipe may first save what
   else it keeps (fine-tuning: the best model so far).
 
 In a job of several processes (`pretraining.distributed`) each runs this loop; `worker`
@@ -83,8 +83,9 @@ class Cadence:
     save_every: int
     log_with_saves: bool = True
 
-    def due(self, step, stretch_end):
-        """(log, evaluate, save): which of them step does."""
+    def at(self, step, stretch_end):
+        """(log, evaluate, save): which of them step does (stretch_end: whether step
+        ends the run or an epoch)."""
         evaluate = stretch_end or due(step, self.eval_every)
         save = stretch_end or due(step, self.save_every)
         log = (due(step, self.log_every) or stretch_end
@@ -124,14 +125,14 @@ class OneProcess:
 
 @dataclasses.dataclass
 class TrainingLoop:
-    """A run's training loop (see the module doc): `job` trains `net` with `trainer`.
+    """A run's training loop (see the module doc): `recipe` trains `net` with `trainer`.
 
     clip: the global gradient norm's bound (0: none); loss_scale: a
     `loss_scale.DynamicLossScale` (reduced precision) or None; out, log: the run folder
     and its `metrics.MetricsLog`; keep: the checkpoints to keep; progress: show a
     progress bar.
     """
-    job: object
+    recipe: object
     net: object
     trainer: object
     schedule: Schedule
@@ -147,28 +148,28 @@ class TrainingLoop:
     def run(self, start_step=0):
         """Train from the step after start_step to the end of the schedule; returns the
         last step trained."""
-        job, worker = self.job, self.worker
+        recipe, worker = self.recipe, self.worker
         progress = Progress(self.schedule.total_steps, start_step,
                             self.progress and worker.is_first)
-        losses = IntervalMeans(job.loss_names)
+        losses = IntervalMeans(recipe.loss_names)
         examples, tic, step = 0, time.time(), start_step
         for step in self.schedule.steps(start_step):
-            batches = job.step_batches(step)
+            batches = recipe.step_batches(step)
             self.trainer.set_learning_rate(self.schedule.learning_rate(step))
-            log_now, evaluate_now, save_now = self.cadence.due(
+            log_now, evaluate_now, save_now = self.cadence.at(
                 step, self.schedule.ends_stretch(step))
-            step_losses, metrics = job.forward_backward(
+            step_losses, metrics = recipe.forward_backward(
                 batches, self.loss_scale.scale if self.loss_scale else 1.0, log_now)
             losses.add(step_losses)
             optimizer_step(self.net, self.trainer, self.clip, self.loss_scale)
-            examples += job.examples(batches)
+            examples += recipe.examples(batches)
             progress.advance()
             if log_now:
                 record = self.training_record(step, losses, metrics, examples, tic, progress)
                 examples, tic = 0, time.time()
                 if worker.is_first:
                     self.log.write(record)
-                    progress.show(job.progress_fields(record))
+                    progress.show(recipe.progress_fields(record))
             if not worker.is_first:
                 continue
             if evaluate_now:
@@ -179,42 +180,44 @@ class TrainingLoop:
                 tic = time.time()
         progress.close()
         if worker.is_first:
-            self.log.plot(job.loss_names, job.score_names, job.eval_split)
+            self.log.plot(recipe.loss_names, recipe.score_names, recipe.eval_split)
         return step
 
     def training_record(self, step, losses, metrics, examples, tic, progress):
         """The 'train' record of step: the losses' means since the last record, the
         step's metrics, the rate; summed over the workers. A NaN loss stops the run."""
-        job = self.job
-        count = job.unit
-        record = {'step': step, 'split': 'train', **job.record_fields(step),
+        recipe = self.recipe
+        count = recipe.unit  # 'pairs': the pairs trained since the last record
+        record = {'step': step, 'split': 'train', **recipe.record_fields(step),
                   'lr': self.trainer.learning_rate, **losses.pop_means(),
                   **{name: float(value) for name, value in metrics.items()}, count: examples}
         record = self.worker.add_up(  # each worker holds its part of the job's means
-            record, (*job.loss_names, *metrics, count))
-        if not all(math.isfinite(record[name]) for name in job.loss_names):
+            record, (*recipe.loss_names, *metrics, count))
+        if not all(math.isfinite(record[name]) for name in recipe.loss_names):
             progress.close()
             raise TrainingDiverged(
-                f'loss became {losses_text(record, job.loss_names)} by step {step}: '
+                f'loss became {losses_text(record, recipe.loss_names)} by step {step}: '
                 f'stopped. The last good checkpoint is kept in {self.out}; try a lower '
                 '--lr or --clip')
-        record[f'{job.unit}_per_second'] = record.pop(count) / max(time.time() - tic, 1e-9)
+        elapsed = max(time.time() - tic, 1e-9)
+        record[f'{count}_per_second'] = record.pop(count) / elapsed
         return record
 
     def evaluate(self, step, progress):
-        """Log the job's held-out scores at step and print its lines."""
-        scores, lines = self.job.evaluate(step)
+        """Log the recipe's held-out scores at step and print its lines."""
+        scores, lines = self.recipe.evaluate(step)
         if scores is not None:
-            self.log.write({'step': step, 'split': self.job.eval_split, **scores})
+            self.log.write({'step': step, 'split': self.recipe.eval_split, **scores})
         for line in lines:
             progress.print(line)
 
     def save(self, step):
         """Checkpoint step (`checkpoint.save_checkpoint`), never with NaN parameters."""
         check_parameters_finite(self.net, step, self.out)
-        job = self.job
-        ckpt.save_checkpoint(self.out, step, self.net, self.trainer, job.config, job.vocab,
-                             job.checkpoint_state(step), self.keep, job.checkpoint_files)
+        recipe = self.recipe
+        ckpt.save_checkpoint(self.out, step, self.net, self.trainer, recipe.config,
+                             recipe.vocab, recipe.checkpoint_state(step), self.keep,
+                             recipe.checkpoint_files)
 
 
 def losses_text(record, names):
