@@ -281,7 +281,8 @@ def finished_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize('args, message', [
-    (['--amp', '--cpu'], '--amp .* needs a GPU'),
+    (['--amp', '--cpu'], '--precision fp16: float16 computes on GPUs only'),
+    (['--precision', 'fp16', '--cpu'], '--precision fp16: float16 computes on GPUs only'),
     (['--gpus', '7'], 'GPU id.*7.*not usable'),
     (['--out', '/proc/d2lbert-cannot-write'], 'not writable'),
     (['--config', '/nonexistent.json'], '--config /nonexistent.json'),

@@ -26,6 +26,7 @@ from ..run.files import disk_fault
 from ..run.folder import due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
 from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
+from ..run.precision import check_hardware, use_precision
 from ..run.step import optimizer_step, seed_step
 from ..run.options import (Options, choice, fraction, integer, number, option, optional,
                            text)
@@ -37,6 +38,8 @@ from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_m
 from .task_step import task_forward_backward
 
 MAX_SEED = 2 ** 32 - 1
+# fp16 needs the dynamic loss scaling that only pretraining's loop has so far
+FINETUNE_PRECISIONS = ('fp32', 'bf16')
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
@@ -101,6 +104,9 @@ class FinetuneOptions(Options):
     gpus: str = option(None, 'comma-separated GPU ids (default: all usable GPUs, else the '
                        'CPU)', check_gpu_ids)
     cpu: bool = option(False, 'train on the CPU even with GPUs')
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(CPUs with avx512_bf16 or AMX, recent GPUs); weights stay '
+                            'float32', choice(FINETUNE_PRECISIONS))
     resume: bool = option(False, 'continue from the newest complete checkpoint in --out')
     overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
     progress: bool = option(True, 'no progress bar')
@@ -169,6 +175,7 @@ def finetune(options, pretrained):
     options.validate()
     check_sources(options)
     ctxs = training_contexts(options.cpu, options.gpus)
+    check_hardware(options.precision, ctxs)
     bert, vocab = pretrained
     config = bert.config
     if options.max_len > config.max_len:
@@ -195,6 +202,7 @@ def finetune(options, pretrained):
     if not options.plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
+    use_precision(net, options.precision)
     net.hybridize(static_alloc=True)
     net.collect_params().setattr('grad_req', 'add')
     lr = options.lr or default_lr(config)
