@@ -283,6 +283,14 @@ def check_gpu_usable(device):
                          f'{usable or "none"})')
 
 
+def check_bench_precision(options):
+    """bench --precision bf16 needs a CPU (or GPU) that computes in bfloat16."""
+    import mxnet as mx
+    from .run.precision import check_hardware
+    kind, _, index = options.device.partition(':')
+    check_hardware(options.precision, [mx.gpu(int(index)) if kind == 'gpu' else mx.cpu()])
+
+
 def run_bench(args):
     """Every flag is checked (by `BenchOptions`) before the first measurement."""
     import json
@@ -295,6 +303,7 @@ def run_bench(args):
     options = (BenchOptions.quick_options(**chosen) if chosen.get('quick')
                else BenchOptions(**chosen))
     check_gpu_usable(options.device)
+    check_bench_precision(options)
     if args.json is not None:
         check_output_file('--json', args.json)
         check_target('--json', args.json)
