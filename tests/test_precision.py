@@ -14,6 +14,7 @@ import pytest
 from mxnet import init, npx
 
 from d2lbert.bench.configs import CONFIGS, random_batch
+from d2lbert.bench.report import evaluate_targets
 from d2lbert.bench.step_d2lbert import d2lbert_model
 from d2lbert.data import PretrainingBatch
 from d2lbert.model import BERTConfig, BERTModel
@@ -169,3 +170,27 @@ def test_missing_hardware_is_one_line_exit_2(args, message, tmp_path, capsys, mo
     assert code == 2, stderr
     assert message in stderr and len(stderr.strip().splitlines()) == 1, stderr
     assert not os.path.exists(out)
+    code, stderr = run_main(['bench', '--quick', '--precision', 'bf16'], capsys)
+    assert code == 2 and 'neither avx512_bf16 nor amx_bf16' in stderr, stderr
+
+
+def test_bench_reports_bf16_rows_against_float32_and_transformers():
+    """The bf16 targets are ratios of rows of the same run; a float32 run has none."""
+    def run(pairs_per_s, rss=1000.0):
+        return {'pairs_per_s': pairs_per_s, 'step_seconds': 1 / pairs_per_s,
+                'peak_rss_mb': rss, 'mean_width': 32.0, 'real_share': 0.8}
+    results = {'options': {'precision': 'bf16'}, 'steps': {'small': {
+        'config': {}, 'flops': {'total': 1e9},
+        'd2lbert': run(10.0), 'd2lbert bf16': run(17.0, 900.0)}},
+        'finetune': {'bert.small': {'config': {}, 'd2lbert': run(10.0),
+                                    'd2lbert bf16': run(12.0), 'transformers bf16': run(4.0)}}}
+    measured = {row['target']: (row['value'], row['passed'])
+                for row in evaluate_targets(results)}
+    assert measured['small: d2lbert bf16 pairs/s vs its fp32'] == (1.7, True)
+    assert measured['book: d2lbert bf16 pairs/s vs its fp32'] == (None, None)
+    assert measured['small: peak RSS of d2lbert fp32 / bf16 (memory)'][1] is True
+    assert measured['fine-tuning (bert.small): d2lbert bf16 vs its fp32'][1] is False
+    assert measured['fine-tuning (bert.small): d2lbert bf16 vs transformers bf16 '
+                    'autocast'] == (3.0, True)
+    results['options']['precision'] = 'fp32'
+    assert not any('bf16' in row['target'] for row in evaluate_targets(results))
