@@ -194,3 +194,21 @@ def test_bench_reports_bf16_rows_against_float32_and_transformers():
                     'autocast'] == (3.0, True)
     results['options']['precision'] = 'fp32'
     assert not any('bf16' in row['target'] for row in evaluate_targets(results))
+
+
+@needs_bf16
+def test_bf16_inference_matches_float32():
+    """What predict and encode compute (the encoder's vectors, the heads' logits) in
+    bf16: within 5% (relative L2) of float32."""
+    net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=32, ffn_num_hiddens=64,
+                                               num_heads=2, num_layers=2, dropout=0.0))
+    net.initialize(init.Normal(0.02))
+    tokens = mx.np.array(onp.random.RandomState(0).randint(1, 100, (4, 12)), dtype='int32')
+    segments = mx.np.zeros((4, 12), dtype='int32')
+    reference = [out.asnumpy() for out in net(tokens, segments)[:2]]
+    compute_in(net, 'bfloat16')
+    net.hybridize()
+    reduced = [out.asnumpy() for out in net(tokens, segments)[:2]]
+    for ours, theirs in zip(reduced, reference):
+        assert ours.dtype == onp.float32
+        assert onp.linalg.norm(ours - theirs) < 0.05 * onp.linalg.norm(theirs)
