@@ -343,7 +343,7 @@ def test_help_explains_every_flag(capsys):
     out = capsys.readouterr().out
     for flag in ('--data', '--preset', '--config', '--batch-size', '--max-len', '--steps',
                  '--lr', '--warmup', '--weight-decay', '--clip', '--optimizer', '--accumulate',
-                 '--gpus', '--cpu', '--amp', '--eval-every', '--save-every', '--log-every',
+                 '--gpus', '--cpu', '--precision', '--amp', '--eval-every', '--save-every', '--log-every',
                  '--keep', '--out', '--resume', '--seed', '--kvstore', '--num-workers',
                  '--min-freq', '--no-progress', '--plain'):
         assert flag in out, flag
