@@ -212,3 +212,19 @@ def test_bf16_inference_matches_float32():
     for ours, theirs in zip(reduced, reference):
         assert ours.dtype == onp.float32
         assert onp.linalg.norm(ours - theirs) < 0.05 * onp.linalg.norm(theirs)
+
+
+# What the default job must reach at its last evaluation (step 500): tests/test_pretrain.py
+THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
+
+
+@needs_bf16
+def test_the_default_job_in_bf16_learns(tmp_path):
+    """`d2lbert pretrain --precision bf16` with every other default (500 steps, several
+    minutes) meets the float32 job's thresholds, and saves float32 weights."""
+    out = str(tmp_path / 'run')
+    final = pretrain(PretrainOptions(out=out, precision='bf16', progress=False))['eval']
+    for name, threshold in THRESHOLDS.items():
+        assert final[name] >= threshold, final
+    saved = mx.nd.load(os.path.join(out, 'checkpoints', 'step-000500', 'model.params'))
+    assert {array.dtype for array in saved.values()} == {onp.float32}
