@@ -1,7 +1,8 @@
 """Mixed precision: the model's matrix products in bfloat16 or float16, everything
 else in float32.
 
-    compute_in(net, 'bfloat16')     # after net.initialize, before net.hybridize()
+    compute_in(net, 'bfloat16')     # after net.initialize and d2lbert.fast.accelerate
+                                    # (it finds the book's classes), before hybridize
 
 A matrix product is where reduced precision pays: a CPU with avx512_bf16 multiplies
 bfloat16 matrices about twice as fast as float32 ones, a GPU's tensor cores float16
@@ -156,13 +157,15 @@ def compute_in(net, dtype):
     'float16'), in place; returns `net`. Its parameters stay float32.
 
     Blocks of the book's classes get their casting subclass; every block records
-    `compute_dtype`, which the fast path's blocks (`d2lbert.fast`) read too."""
+    `compute_dtype`, which the fast path's blocks (`d2lbert.fast`) read too. Call it
+    after `d2lbert.fast.accelerate`, which looks for the book's classes."""
     dtype = COMPUTE_DTYPES[dtype]
 
     def record(block):
         block.compute_dtype = dtype
         if dtype != COMPUTE_DTYPES['float32']:
             block.__class__ = REDUCED_PRECISION_BLOCKS.get(type(block), type(block))
+
     def keep_hidden_reduced(block):
         if isinstance(block, ReducedPrecisionFFN):
             block.keep_hidden_reduced()
