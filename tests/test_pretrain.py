@@ -343,9 +343,9 @@ def test_help_explains_every_flag(capsys):
     out = capsys.readouterr().out
     for flag in ('--data', '--preset', '--config', '--batch-size', '--max-len', '--steps',
                  '--lr', '--warmup', '--weight-decay', '--clip', '--optimizer', '--accumulate',
-                 '--gpus', '--cpu', '--precision', '--amp', '--eval-every', '--save-every', '--log-every',
-                 '--keep', '--out', '--resume', '--seed', '--kvstore', '--num-workers',
-                 '--min-freq', '--no-progress', '--plain'):
+                 '--gpus', '--cpu', '--precision', '--amp', '--eval-every', '--save-every',
+                 '--log-every', '--keep', '--out', '--resume', '--seed', '--kvstore',
+                 '--num-workers', '--min-freq', '--no-progress', '--plain'):
         assert flag in out, flag
     text = ' '.join(out.split())
     assert text.count('(0: only after the last)') == 2  # --eval-every, --save-every
