@@ -51,6 +51,7 @@ def masked_lm_loss(F, hidden, weight, bias, labels, slot_weights, vocab_size,
     parts = list(zip(bounds[:-1], bounds[1:]))
     products = [fully_connected(F, dtype, hidden,
                                 F.npx.slice(weight, (start, None), (end, None)), None,
+                                parameters=False,  # a slice: its backward adds
                                 num_hidden=end - start, no_bias=True, flatten=False)
                 for start, end in parts]
     part_lse = F.np.stack([kernels.log_sum_exp(F, z, F.npx.slice(bias, (start,), (end,)))

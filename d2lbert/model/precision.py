@@ -63,15 +63,16 @@ def cast(dtype, *arrays, parameters=False):
 
 
 def fully_connected(F, dtype, X, weight, bias, cast_input=True, cast_output=True,
-                    **kwargs):
+                    parameters=True, **kwargs):
     """`F.npx.fully_connected(X, weight, bias, **kwargs)` computed in `dtype`;
     returns float32. cast_input=False: X is in `dtype` already; cast_output=False:
-    returns `dtype`."""
+    returns `dtype`; parameters=False: weight and bias are computed arrays (e.g. a
+    slice of a parameter), not parameters (see `cast`)."""
     if dtype == COMPUTE_DTYPES['float32']:
         return F.npx.fully_connected(X, weight, bias, **kwargs)
     if cast_input:
         X, = cast(dtype, X)
-    weight, bias = cast(dtype, weight, bias, parameters=True)
+    weight, bias = cast(dtype, weight, bias, parameters=parameters)
     Y = F.npx.fully_connected(X, weight, bias, **kwargs)
     return cast('float32', Y)[0] if cast_output else Y
 
