@@ -8,7 +8,7 @@ same command and options), :mod:`.models` (which model a folder means),
 :mod:`.checkpoint` (atomic checkpoints and model folders), :mod:`.step` (one
 data-parallel step: clipping, update, seeds), :mod:`.optimizer` (optimizers,
 learning-rate schedule), :mod:`.metrics` (metrics.jsonl, loss.png), :mod:`.devices`
-(usable GPUs).
+(usable GPUs), :mod:`.precision` (`--precision`: the hardware it needs, applying it).
 """
 from .devices import try_all_gpus, try_gpu
 
