@@ -30,6 +30,9 @@ def run_pretrain(args):
     summary = pretrain(options)
     if summary['rank'] != 0:  # another worker of the job writes the results
         return
+    if 'minutes' in summary:
+        print(f'\nTrained {summary["steps"]} steps in {summary["seconds"] / 60:.2f} of the '
+              f'{summary["minutes"]:g} minutes (--minutes).')
     print(f'\nDone. Results in {summary["out"]}/: checkpoints/, metrics.jsonl, loss.png.\n'
           f'Encode text with it:  d2lbert encode --model {summary["out"]} "some text"')
 
