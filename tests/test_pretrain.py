@@ -345,11 +345,12 @@ def test_help_explains_every_flag(capsys):
                  '--lr', '--warmup', '--weight-decay', '--clip', '--optimizer', '--accumulate',
                  '--gpus', '--cpu', '--precision', '--amp', '--eval-every', '--save-every',
                  '--log-every', '--keep', '--out', '--resume', '--seed', '--kvstore',
-                 '--num-workers', '--min-freq', '--no-progress', '--plain'):
+                 '--num-workers', '--min-freq', '--no-progress', '--plain', '--minutes'):
         assert flag in out, flag
     text = ' '.join(out.split())
     assert text.count('(0: only after the last)') == 2  # --eval-every, --save-every
     assert '(0: off)' in text and 'averaged since the previous log' in text
+    assert 'instead of --steps' in text and 'end inside it' in text  # --minutes
 
 
 def test_clip_global_norm_matches_numpy():
@@ -370,3 +371,73 @@ def test_clip_global_norm_matches_numpy():
     small = [np.array(g * 1e-4) for g in grads]
     clip_global_norm(small, 1e3)  # below max_norm: unchanged
     onp.testing.assert_allclose(small[0].asnumpy(), grads[0] * 1e-4, rtol=1e-6)
+
+
+BUDGET_STARTUP = 30  # seconds a tiny run may take besides its budget: importing MXNet,
+# reading the bundled data, building the model (on a busy 2-core machine)
+
+
+def checkpoint_states(out):
+    states = {}
+    for name in os.listdir(os.path.join(out, 'checkpoints')):
+        with open(os.path.join(out, 'checkpoints', name, 'state.json')) as f:
+            states[name] = json.load(f)
+    return states
+
+
+def run_budget(out, minutes, *more):
+    """A --minutes run of the book's model on the bundled data: (result, wall seconds)."""
+    started = time.monotonic()
+    result = run_cli('--out', out, '--minutes', str(minutes), '--batch-size', '16',
+                     '--no-progress', *more)
+    return result, time.monotonic() - started
+
+
+def test_a_time_budget_ends_with_its_evaluation_and_checkpoint_inside_it(tmp_path):
+    """--minutes 0.2: the run (timed from outside) ends within 12 s and BUDGET_STARTUP;
+    its last evaluation and checkpoint are of its last step, saved within the 12 s by
+    the run's own clock; it evaluated at about every fifth of the time; it says how many
+    steps it trained."""
+    out = str(tmp_path / 'budget')
+    result, wall = run_budget(out, 0.2)
+    assert result.returncode == 0, result.stderr
+    assert wall < 12 + BUDGET_STARTUP
+    steps = int(re.search(r'Trained (\d+) steps in ([\d.]+) of the 0.2 minutes',
+                          result.stdout).group(1))
+    valid = [r['step'] for r in read_metrics(out) if r['split'] == 'valid']
+    assert valid[-1] == steps and 4 <= len(valid) <= 6, valid
+    last = checkpoint_states(out)[f'step-{steps:06d}']
+    assert last['elapsed_seconds'] <= 12 and last['budget_ended']
+    assert steps == max(state['step'] for state in checkpoint_states(out).values())
+    lrs = [r['lr'] for r in read_metrics(out) if r['split'] == 'train']
+    peak = lrs.index(max(lrs))  # warmup over about a fifth of the time, then decay to ~0
+    assert 0.1 * len(lrs) < peak < 0.35 * len(lrs) and lrs[-1] < 0.2 * max(lrs)
+
+
+def test_resuming_a_time_budget_continues_it(tmp_path):
+    """A finished 0.1-minute run resumed with --minutes 0.2 trains on to the end of the
+    larger budget (not 12 more seconds); resumed again with the same budget it is
+    refused: its budget is spent."""
+    out = str(tmp_path / 'budget')
+    first, _ = run_budget(out, 0.1)
+    assert first.returncode == 0, first.stderr
+    before = max(state['step'] for state in checkpoint_states(out).values())
+    spent = checkpoint_states(out)[f'step-{before:06d}']['elapsed_seconds']
+    assert spent <= 6
+    resumed, wall = run_budget(out, 0.2, '--resume')
+    assert resumed.returncode == 0, resumed.stderr
+    assert wall < 12 - spent + BUDGET_STARTUP
+    after = max(state['step'] for state in checkpoint_states(out).values())
+    last = checkpoint_states(out)[f'step-{after:06d}']
+    assert after > before and spent < last['elapsed_seconds'] <= 12
+    train_steps = [r['step'] for r in read_metrics(out) if r['split'] == 'train']
+    assert train_steps == sorted(set(train_steps)) and train_steps[-1] == after
+    again, _ = run_budget(out, 0.2, '--resume')
+    assert again.returncode == 2 and 'ended its budget' in again.stderr, again.stderr
+
+
+def test_steps_and_minutes_are_one_or_the_other(tmp_path, capsys):
+    code = main(['pretrain', '--steps', '5', '--minutes', '1', '--out', str(tmp_path / 'r')])
+    assert code == 2
+    assert '--steps and --minutes' in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / 'r')

@@ -261,6 +261,10 @@ def check_budget_left(options, state, checkpoint):
         raise RunError(f'--resume: {checkpoint} is of a --steps run, not a --minutes one: '
                        'resume it with --steps')
     spent = state['elapsed_seconds'] / 60
+    if state.get('budget_ended') and options.minutes * 60 <= state['budget_seconds']:
+        raise RunError(f'--resume: the run has ended its budget of --minutes '
+                       f'{state["budget_seconds"] / 60:g} (give a larger --minutes to '
+                       'continue it)')
     if spent >= options.minutes:
         raise RunError(f'--resume: the run has spent {spent:.2f} of its --minutes '
                        f'{options.minutes:g}: nothing left to train (give a larger '

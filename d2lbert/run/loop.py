@@ -179,8 +179,10 @@ class TimeBudget:
         self.previous, self.stretch = None, []  # the step that wrote is not timed
 
     def state(self):
-        """What a checkpoint keeps of the schedule: the budget's seconds spent."""
-        return {'elapsed_seconds': self.elapsed()}
+        """What a checkpoint keeps of the schedule: the budget, its seconds spent and
+        whether the run has ended it."""
+        return {'budget_seconds': self.seconds, 'elapsed_seconds': self.elapsed(),
+                'budget_ended': self.last_step is not None}
 
 
 @dataclasses.dataclass
