@@ -139,8 +139,9 @@ def test_loss_scale_grows_after_a_window_of_good_steps():
 
 
 def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
-    """A run killed with SIGKILL right after a random checkpoint, then resumed, logs the
-    same per-step losses as an uninterrupted run with the same seed (run alongside)."""
+    """A run killed with SIGKILL right after a random checkpoint, then resumed (with
+    --out and --resume alone), logs the same per-step losses as an uninterrupted run
+    with the same seed (run alongside)."""
     steps, args = ['--steps', '12', '--save-every', '3'], QUICK
     full, killed = str(tmp_path / 'full'), str(tmp_path / 'killed')
     kill_after = random.Random().choice([3, 6, 9])
@@ -155,7 +156,7 @@ def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert full_run.wait(timeout=300) == 0
-    resumed = run_cli('--out', killed, *steps, *args, '--resume')
+    resumed = run_cli('--out', killed, '--resume')  # the other options: from run.json
     assert resumed.returncode == 0, resumed.stderr
     assert train_losses(killed) == train_losses(full)
     assert len(train_losses(full)) == 12
@@ -441,3 +442,22 @@ def test_steps_and_minutes_are_one_or_the_other(tmp_path, capsys):
     assert code == 2
     assert '--steps and --minutes' in capsys.readouterr().err
     assert not os.path.exists(tmp_path / 'r')
+
+
+def test_resume_takes_the_runs_options_and_refuses_different_ones(tmp_path, capsys):
+    """`pretrain --out RUN --resume --steps 4` continues a 2-step run with every option
+    it recorded (batch 16, no evaluation before the end) and records the grown --steps;
+    a flag that differs from the record is refused, naming it."""
+    out = str(tmp_path / 'run')
+    assert main(['pretrain', '--out', out, '--steps', '2', '--save-every', '2',
+                 '--eval-every', '0', '--batch-size', '16', '--no-progress']) == 0
+    assert main(['pretrain', '--out', out, '--resume', '--steps', '4']) == 0
+    with open(os.path.join(out, 'run.json')) as f:
+        recorded = json.load(f)['options']
+    assert recorded['steps'] == 4 and recorded['batch_size'] == 16
+    assert [r['step'] for r in read_metrics(out) if r['split'] == 'valid'] == [2, 4]
+    assert ckpt.find_checkpoint(out).endswith('step-000004')
+    capsys.readouterr()
+    code, stderr = run_main(['pretrain', '--out', out, '--resume', '--steps', '6',
+                             '--batch-size', '8'], capsys)
+    assert code == 2 and '--batch-size 8 (the run has 16)' in stderr, stderr

@@ -17,7 +17,7 @@ from ..run import checkpoint as ckpt
 from ..run.devices import check_gpu_ids, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
-from ..run.folder import prepare_out_dir
+from ..run.folder import prepare_out_dir, record_run
 from ..run.loop import Cadence, Schedule, TimeBudget, TrainingLoop
 from ..run.loss_scale import DynamicLossScale
 from ..run.metrics import MetricsLog
@@ -314,6 +314,8 @@ def pretrain(options):
     elif worker.is_first:
         config.to_json_file(os.path.join(out, 'config.json'))
         vocab.save(os.path.join(out, 'vocab.json'))
+    if worker.is_first:  # the run has started (data read, model built): record it
+        record_run(out, 'pretrain', options)
     worker.share_parameters(trainer)
     net.hybridize(static_alloc=True, static_shape=True)
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,

@@ -1,14 +1,18 @@
 """The run folder every training command writes (`pretrain`, `finetune`)::
 
-    OUT/run.json      the command and the options that shape the run's trajectory
+    OUT/run.json      the command and its options (all but --out, --resume, --overwrite)
     OUT/.lock         the process id of the process writing OUT (removed when it ends)
 
 `prepare_out_dir` makes the folder ready: an output folder must be new or empty (or
 `--overwrite` replaces it whole, or `--resume` continues the same command's run with the
 same trajectory options); it is locked against a second process, a lock left by a dead
 process is taken over, and the temporary folders a kill left behind are removed.
+`record_run` writes run.json once the run has started (its data read, its model built):
+a start that fails before leaves nothing that would refuse the corrected rerun.
+`recorded_options` reads it back: `--resume` takes the run's options from it.
 """
 import atexit
+import dataclasses
 import datetime
 import json
 import os
@@ -16,10 +20,12 @@ import shutil
 
 from . import checkpoint as ckpt
 from .errors import RunError
-from .files import check_apart, check_replaceable, check_target, remove_leftovers
+from .files import (check_apart, check_replaceable, check_target, remove_leftovers,
+                    write_file_atomically)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
+NOT_RECORDED = ('out', 'resume', 'overwrite')  # where and how, not what the run is
 
 
 def due(step, every):
@@ -36,6 +42,36 @@ def trajectory_of(options, fields):
             value = os.path.abspath(value)
         values[name] = value
     return values
+
+
+def options_record(options):
+    """{field: value} of every command-line option of `options` but NOT_RECORDED (paths
+    made absolute)."""
+    return trajectory_of(options, [
+        field.name for field in dataclasses.fields(options)
+        if field.metadata.get('cli', True) and field.name not in NOT_RECORDED])
+
+
+def record_run(out, command, options):
+    """Write OUT/run.json: the command and its options (`options_record`)."""
+    write_file_atomically('--out', os.path.join(out, RUN_FILE), lambda f: json.dump(
+        {'command': command, 'options': options_record(options)}, f, indent=2))
+
+
+def recorded_options(given, command):
+    """The options run.json recorded for a `--resume` of `given` ({field: value} of the
+    flags given; with --resume and --out), or {} (a new run, or no readable record of
+    this command: `prepare_out_dir` then refuses the resume)."""
+    if not given.get('resume') or not given.get('out'):
+        return {}
+    try:
+        with open(os.path.join(given['out'], RUN_FILE), encoding='utf-8') as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(saved, dict) or saved.get('command') != command:
+        return {}
+    return dict(saved.get('options') or {})
 
 
 def check_same_run(out, command, trajectory):
@@ -145,9 +181,6 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
             empty_folder(out)
         remove_leftovers(out)
         remove_leftovers(os.path.join(out, ckpt.CHECKPOINT_DIR))
-        if not options.resume:
-            with open(os.path.join(out, RUN_FILE), 'w', encoding='utf-8') as f:
-                json.dump({'command': command, 'options': trajectory}, f, indent=2)
     except OSError as error:
         raise RunError(f'--out {out} is not writable: {error.strerror}') from None
     return out
