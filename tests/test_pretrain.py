@@ -461,3 +461,18 @@ def test_resume_takes_the_runs_options_and_refuses_different_ones(tmp_path, caps
     code, stderr = run_main(['pretrain', '--out', out, '--resume', '--steps', '6',
                              '--batch-size', '8'], capsys)
     assert code == 2 and '--batch-size 8 (the run has 16)' in stderr, stderr
+
+
+def test_progress_without_a_terminal_is_plain_lines_at_the_log_interval(tmp_path):
+    """stderr to a pipe: no progress bar's carriage-return updates, a line per log (every
+    --log-every steps) with the step, the losses and the rate; --no-progress: none."""
+    result = run_cli('--out', str(tmp_path / 'run'), '--steps', '6', '--log-every', '2',
+                     '--batch-size', '16', '--eval-every', '0')
+    assert result.returncode == 0, result.stderr
+    assert '\r' not in result.stderr
+    lines = re.findall(r'^step (\d+): mlm [\d.]+, nsp [\d.]+, mlm_acc [\d.]+, pairs_s \d+$',
+                       result.stderr, re.MULTILINE)
+    assert lines == ['2', '4', '6'], result.stderr
+    quiet = run_cli('--out', str(tmp_path / 'quiet'), '--steps', '2', '--batch-size', '16',
+                    '--no-progress')
+    assert quiet.returncode == 0 and not re.search(r'^step \d+:', quiet.stderr, re.MULTILINE)

@@ -207,19 +207,29 @@ class Cadence:
 
 
 class Progress:
-    """The progress bar (tqdm) on the terminal, and lines printed above it."""
+    """The run's progress on stderr: on a terminal, a progress bar (tqdm) and lines
+    printed above it; otherwise (a file, a pipe) no bar's carriage-return updates but a
+    plain line at each log: 'step 20: mlm 5.812, nsp 0.693, ...'. total_steps: None if
+    not known in advance (a `TimeBudget`)."""
 
-    def __init__(self, total_steps, start_step, enabled):
+    def __init__(self, total_steps, start_step, enabled, terminal=None):
         from tqdm import tqdm
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
+        self.enabled, self.step = enabled, start_step
         self.bar = tqdm(total=total_steps, initial=start_step, unit='step',
-                        disable=not enabled, dynamic_ncols=True)
+                        disable=not (enabled and self.terminal), dynamic_ncols=True)
 
     def advance(self):
+        self.step += 1
         self.bar.update(1)
 
     def show(self, fields):
-        """Show {name: text} beside the bar."""
-        self.bar.set_postfix(**fields)
+        """Show {name: text} beside the bar (without a terminal: on a line of its own)."""
+        if self.terminal:
+            self.bar.set_postfix(**fields)
+        elif self.enabled:
+            shown = ', '.join(f'{name} {value}' for name, value in fields.items())
+            print(f'step {self.step}: {shown}', file=sys.stderr, flush=True)
 
     def print(self, line):
         self.bar.write(line)
