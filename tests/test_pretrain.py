@@ -476,3 +476,24 @@ def test_progress_without_a_terminal_is_plain_lines_at_the_log_interval(tmp_path
     quiet = run_cli('--out', str(tmp_path / 'quiet'), '--steps', '2', '--batch-size', '16',
                     '--no-progress')
     assert quiet.returncode == 0 and not re.search(r'^step \d+:', quiet.stderr, re.MULTILINE)
+
+
+@pytest.mark.parametrize('bad', ['empty folder', 'garbage text', 'bad config'])
+def test_a_failed_start_does_not_block_the_corrected_rerun(bad, tmp_path, capsys):
+    """pretrain with an empty --data folder, a --data file without sentence pairs or a
+    --config that is not JSON fails (exit 2) leaving nothing in --out (no run.json: it is
+    written once the run has started); the corrected command with the same --out runs."""
+    out = str(tmp_path / 'run')
+    (tmp_path / 'empty').mkdir()
+    (tmp_path / 'garbage.txt').write_bytes(b'\x00\x01 no sentences\n')
+    (tmp_path / 'bad.json').write_text('{not json')
+    wrong = {'empty folder': ['--data', str(tmp_path / 'empty')],
+             'garbage text': ['--data', str(tmp_path / 'garbage.txt')],
+             'bad config': ['--config', str(tmp_path / 'bad.json')]}[bad]
+    args = ['pretrain', '--out', out, '--steps', '1', '--batch-size', '16', '--no-progress']
+    code, stderr = run_main([*args, *wrong], capsys)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert not os.path.exists(out) or set(os.listdir(out)) <= {'.lock'}, os.listdir(out)
+    code, stderr = run_main(args, capsys)
+    assert code == 0, stderr
+    assert ckpt.find_checkpoint(out).endswith('step-000001')
