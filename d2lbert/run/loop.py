@@ -1,8 +1,10 @@
 """The training loop that `d2lbert pretrain` and `d2lbert finetune` both run.
 
-Every step: take the step's batches, set the learning rate, add up the gradient of the
-loss over the batches, clip and update (`step.optimizer_step`). Every so often: log the
-training losses (and stop if one is NaN), evaluate, checkpoint. What differs between
+The run's `Schedule` says how many steps it trains and the learning rate of each (a
+`TimeBudget`: as many as fit in a wall-clock budget). Every step: take the step's
+batches, set the learning rate, add up the gradient of the loss over the batches, clip
+and update (`step.optimizer_step`). Every so often: log the training losses (and stop
+if one is NaN), evaluate, checkpoint. What differs between
 the commands is a *recipe*, an object each supplies (`pretrain.Pretraining`,
 `finetune.Finetuning`): its data, its loss, its evaluation, what its checkpoints hold
 and its log's fields. A recipe has:
@@ -123,11 +125,13 @@ class TimeBudget:
         self.costs = {}  # the seconds of the last evaluation and of the last checkpoint
         self.step_time, self.stretch = 0.0, []  # the times of the steps since the last write
         self.previous = None  # when the previous step started
+        self.now = self.elapsed()
         self.next_write = self.share_done() // self.eval_share + 1  # in eval_shares
         self.last_step = None
         step = start_step
         while self.last_step is None:
             step += 1
+            self.now = self.elapsed()  # the step's time: one clock reading a step
             yield step
         self.seconds_trained = self.elapsed()  # with the last evaluation and checkpoint
 
@@ -137,7 +141,8 @@ class TimeBudget:
         return time.monotonic() - self.started
 
     def share_done(self):
-        return min(self.elapsed() / self.seconds, 1.0)
+        """The share of the budget spent when the current step began."""
+        return min(self.now / self.seconds, 1.0)
 
     def learning_rate(self, step):
         share = self.share_done()
@@ -149,7 +154,7 @@ class TimeBudget:
     def ends_stretch(self, step):
         """Whether `step` (about to run) ends the run: whether, after it, the budget
         would have no room for another step and then the last evaluation and checkpoint."""
-        now = self.elapsed()
+        now = self.now
         if self.previous is not None:  # the previous step took now - previous
             self.stretch.append(now - self.previous)
             self.step_time = sum(self.stretch) / len(self.stretch)
@@ -174,7 +179,8 @@ class TimeBudget:
         return sum(self.costs.values())
 
     def wrote(self, kind, seconds):
-        """Note the time of an evaluation or checkpoint (kind: 'evaluate', 'save')."""
+        """Note the time of an evaluation or checkpoint (kind: 'evaluate', 'save') the
+        current step made."""
         self.costs[kind] = seconds
         self.previous, self.stretch = None, []  # the step that wrote is not timed
 
