@@ -168,8 +168,7 @@ THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     """The proof of the main job, seed 0 alone: held-out MLM accuracy >= 0.45 (the most
     frequent token scores 0.108) and NSP accuracy >= 0.75 (the majority label 0.553),
-    no collapse warning at the last evaluation (NSP may still sit at chance at the first
-    one after the warmup, and be told so), and the artifacts are there.
+    no collapse warning at any evaluation, and the artifacts are there.
 
     With the schedule of earlier versions (50 warmup steps, dropout 0.2) seed 0 ended
     at NSP 0.583 (chapter_bert/tools/pretrain_study.py tabulates 16 runs).
@@ -179,7 +178,8 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     for name, threshold in THRESHOLDS.items():
         assert final[name] >= threshold, final
     evaluations = [r for r in read_metrics(out) if r['split'] == 'valid']
-    assert evaluations[-1]['step'] == 500 and 'warning' not in evaluations[-1]
+    assert evaluations[-1]['step'] == 500
+    assert not [e['warning'] for e in evaluations if 'warning' in e]
     for name in ('metrics.jsonl', 'loss.png', 'config.json', 'vocab.json'):
         assert os.path.isfile(os.path.join(out, name)), name
     net, vocab = d2lbert.load_pretrained(out)
