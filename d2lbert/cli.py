@@ -14,7 +14,7 @@ from .util.options import check_folder, check_output_file, check_text
 
 def add_pretrain_parser(subparsers):
     parser = subparsers.add_parser(
-        'pretrain', help='pretrain BERT (default: offline, bundled corpus, ~1 min on a CPU)',
+        'pretrain', help='pretrain BERT (default: offline, bundled corpus)',
         description='Pretrain BERT with masked-LM and next-sentence objectives.')
     PretrainOptions.add_arguments(parser)
     parser.set_defaults(run=run_pretrain)
