@@ -302,7 +302,8 @@ def run_bench(args):
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'
     print(format_report(results))
-    print('\nFor the README:\n\n' + markdown_snippet(results))
+    if not options.quick:  # quick numbers are no measurement to quote
+        print('\nFor the README:\n\n' + markdown_snippet(results))
     if args.json:
         write_file_atomically('--json', args.json,
                               lambda f: json.dump(results, f, indent=2))
