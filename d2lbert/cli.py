@@ -179,6 +179,16 @@ def split_pair(text):
     return first.lower().split(), second.lower().split() if second.strip() else None
 
 
+def unknown_words_line(vocab, words):
+    """How many of `words` the model's vocabulary lacks: they are all encoded as the one
+    unknown-word token, so their vectors say little about them."""
+    unknown = [word for word in words if vocab[word] == vocab.unk_id]
+    line = f"{len(unknown)} of {len(words)} words unknown to the model's vocabulary"
+    if unknown:
+        line += f" (each encoded as the unknown-word token): {' '.join(unknown)}"
+    return line
+
+
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
@@ -192,6 +202,7 @@ def run_encode(args):
         check_apart('--save', save, {'--model': args.model})
     net, vocab = load_model_flag(args.model)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
+    print(unknown_words_line(vocab, tokens_a + (tokens_b or [])))
     if save:
         write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)
         print(f'saved {vectors.shape} array to {save}')

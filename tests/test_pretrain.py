@@ -161,6 +161,8 @@ def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
     assert len(train_losses(full)) == 12
 
 
+# The README's encode example: words the default model knows
+README_ENCODE_TEXT = 'the river flows into the sea ||| it floods the valley'
 # What the default job must reach at its last evaluation (step 500), whatever the CPU.
 THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 
@@ -188,6 +190,10 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     encode = subprocess.run([sys.executable, '-m', 'd2lbert', 'encode', '--model', out,
                              'the river ||| it flows'], capture_output=True, text=True)
     assert encode.returncode == 0 and '7 tokens x 128 dimensions' in encode.stdout
+    assert "0 of 4 words unknown to the model's vocabulary" in encode.stdout
+    readme = subprocess.run([sys.executable, '-m', 'd2lbert', 'encode', '--model', out,
+                             README_ENCODE_TEXT], capture_output=True, text=True)
+    assert "0 of 9 words unknown" in readme.stdout, readme.stdout[:500]
 
 
 def test_the_books_model_learns_with_the_same_defaults(plain_pretraining_run):

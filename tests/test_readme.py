@@ -1,4 +1,5 @@
 """What the README promises a new user: CI's commands, and no time it cannot back."""
+import collections
 import os
 import re
 import subprocess
@@ -52,3 +53,18 @@ def test_every_time_the_readmes_quote_comes_from_a_results_file():
         text = read(*path)
         for match in DURATION.finditer(text):
             assert text[match.end():].startswith('<!-- result '), (path, match.group(0))
+
+
+def test_the_readmes_encode_example_uses_words_the_default_model_knows():
+    """`d2lbert pretrain`'s vocabulary: the bundled corpus's training words seen at least
+    5 times (--min-freq); the README's `encode` example holds none it lacks."""
+    from d2lbert.data.bundled import bundled_corpus_directory
+    from d2lbert.pretraining.pretrain import PretrainOptions
+    with open(os.path.join(bundled_corpus_directory(), 'wiki.train.tokens'),
+              encoding='utf-8') as f:
+        words = f.read().lower().split()
+    counts = collections.Counter(words)
+    known = {w for w, n in counts.items() if n >= PretrainOptions().min_freq}
+    example = re.search(r'd2lbert encode --model \S+ "([^"]+)"', read('README.md')).group(1)
+    lacking = [w for w in example.replace('|||', ' ').lower().split() if w not in known]
+    assert lacking == [], lacking
