@@ -193,7 +193,7 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     assert "0 of 4 words unknown to the model's vocabulary" in encode.stdout
     readme = subprocess.run([sys.executable, '-m', 'd2lbert', 'encode', '--model', out,
                              README_ENCODE_TEXT], capture_output=True, text=True)
-    assert "0 of 9 words unknown" in readme.stdout, readme.stdout[:500]
+    assert "0 of 10 words unknown" in readme.stdout, readme.stdout[:500]
 
 
 def test_the_books_model_learns_with_the_same_defaults(plain_pretraining_run):
