@@ -68,3 +68,14 @@ def test_the_readmes_encode_example_uses_words_the_default_model_knows():
     example = re.search(r'd2lbert encode --model \S+ "([^"]+)"', read('README.md')).group(1)
     lacking = [w for w in example.replace('|||', ' ').lower().split() if w not in known]
     assert lacking == [], lacking
+
+
+def test_the_readmes_book_paragraph_says_where_and_what_it_needs():
+    """The folders build_book.py writes (full and --quick), pandoc, the builder's venv."""
+    section = read('README.md').split('## The book', 1)[1].split('\n## ', 1)[0]
+    script = read('chapter_bert', 'tools', 'build_book.py')
+    assert "'book-quick' if quick else 'book'" in script  # the folders named below
+    for folder in ('_build/book/html/index.html', '_build/book-quick/html/index.html',
+                   '_build/d2lbook-venv/'):
+        assert folder in section, folder
+    assert 'pandoc' in section and '--setup' in section
