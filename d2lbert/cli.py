@@ -43,8 +43,13 @@ def add_finetune_parser(subparsers):
 def load_model_flag(model):
     """`load_pretrained(--model)`, its errors naming the flag."""
     from .interop import load_pretrained
+    from .interop.huggingface import PickleRefused
     try:
         return load_pretrained(model)
+    except PickleRefused as error:
+        raise ValueError(f'--model {model}: {error.path} is a pickle, and loading a pickle '
+                         'can run arbitrary code; if you trust it, convert the folder first: '
+                         f'd2lbert convert --from-hf {model} --out DIR --allow-pickle') from None
     except (FileNotFoundError, ValueError) as error:
         raise ValueError(f'--model {model}: {error}') from None
 
@@ -171,12 +176,21 @@ def add_encode_parser(subparsers):
 
 
 def split_pair(text):
-    """'A b ||| c' -> (['a', 'b'], ['c']); (tokens, None) for a single sentence."""
+    """'A b ||| c' -> ('A b', 'c'); (text, None) for a single sentence."""
     first, _, second = text.partition('|||')
     if not first.split():
         raise ValueError(f'text must hold a sentence (a pair: "first ||| second"), '
                          f'got {text!r}')
-    return first.lower().split(), second.lower().split() if second.strip() else None
+    return first.strip(), second.strip() or None
+
+
+def tokenize_pair(vocab, first, second):
+    """The tokens of a sentence (or a pair) as the model's own tokenizer splits them:
+    WordPiece for a WordPiece vocabulary, the book's words otherwise
+    (`data.tasks.tokenizer_for`)."""
+    from .data.tasks.encoding import tokenizer_for
+    tokenize = tokenizer_for(vocab)
+    return tokenize(first), None if second is None else tokenize(second)
 
 
 def run_encode(args):
@@ -184,13 +198,14 @@ def run_encode(args):
     from .interop import get_bert_encoding
     from .run.files import check_apart, check_target, write_file_atomically
     args = EncodeOptions.from_arguments(args)
-    tokens_a, tokens_b = split_pair(args.text)
+    first, second = split_pair(args.text)
     save = args.save
     if save is not None:
         save = check_output_file('--save', save if save.endswith('.npy') else save + '.npy')
         check_target('--save', save)
         check_apart('--save', save, {'--model': args.model})
     net, vocab = load_model_flag(args.model)
+    tokens_a, tokens_b = tokenize_pair(vocab, first, second)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if save:
         write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)
@@ -233,16 +248,30 @@ def run_convert(args):
     """The folder --out is written whole in a temporary folder beside it, then put in
     place: new or empty (or replaced whole with --overwrite), never holding an input."""
     import json
-    from .interop import convert_from_hf, convert_to_hf
+    from .interop.convert import read_hf_model, read_model_to_export, write_model_dir
+    from .interop.huggingface import PickleRefused, to_huggingface
     from .run.files import folder_written_whole
+    from .run.models import model_step
     args = ConvertOptions.from_arguments(args)
     source_flag = '--from-hf' if args.from_hf is not None else '--to-hf'
     source = check_folder(source_flag, args.from_hf or args.to_hf)
+    try:  # the input is read whole (and refused, naming it) before anything is written
+        if args.from_hf:
+            model = read_hf_model(source, args.allow_pickle)
+        else:
+            (net, config, vocab, labels), folder = read_model_to_export(source)
+    except PickleRefused as error:
+        raise ValueError(f'{source_flag} {source}: {error.path} is a pickle, and loading a '
+                         'pickle can run arbitrary code: pass --allow-pickle if you trust '
+                         'it') from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f'{source_flag} {source}: {error}') from None
     with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
         if args.from_hf:
-            missing = convert_from_hf(source, tmp, args.allow_pickle)
+            missing = write_model_dir(tmp, *model)
         else:
-            folder, step = convert_to_hf(source, tmp)
+            to_huggingface(net, config, vocab, tmp, labels)
+            step = model_step(folder)
             with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
                 architecture = json.load(f)['architectures'][0]
     if args.from_hf:

