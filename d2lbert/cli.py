@@ -8,8 +8,10 @@ from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
 from .finetuning.finetune_data import SQUAD_TASKS
 from .pretraining.pretrain import PretrainOptions
-from .run.options import Options, integer, option, text
-from .util.options import check_folder, check_output_file, check_text
+from .run.options import Options, integer, option, optional, text
+from .util.options import check_folder, check_output_file, check_text, flag
+
+PREDICT_BATCH_SIZE = 64
 
 
 def add_pretrain_parser(subparsers):
@@ -79,7 +81,24 @@ class PredictOptions(Options):
     question: str = option(None, "question answering: one question about --context "
                            "(printed: the answer, or '' for none)")
     context: str = option(None, 'question answering: the passage of --question')
-    batch_size: int = option(64, 'examples per batch', integer(1))
+    batch_size: int = option(None, 'examples per batch (with --data)', optional(integer(1)),
+                             shown_default=PREDICT_BATCH_SIZE)
+
+    def __post_init__(self):
+        if self.batch_size is None and not self.answers_one_question():
+            self.batch_size = PREDICT_BATCH_SIZE
+        super().__post_init__()
+
+    def answers_one_question(self):
+        return self.question is not None or self.context is not None
+
+    def check_together(self):
+        """--question answers one question: --data's options do not apply."""
+        if self.answers_one_question():
+            for name in ('data', 'out', 'batch_size'):
+                if getattr(self, name) is not None:
+                    raise ValueError(f'{flag(name)} does not apply to --question and '
+                                     '--context (one question): leave it out')
 
 
 def add_predict_parser(subparsers):
@@ -101,7 +120,7 @@ def run_predict(args):
     args = PredictOptions.from_arguments(args)
     check_folder('--model', args.model)
     info = load_task_info(model_folder(args.model))
-    if args.question is not None or args.context is not None:
+    if args.answers_one_question():
         return run_answer(args, info)
     for name in ('--data', '--out'):
         if getattr(args, name[2:]) is None:
@@ -143,8 +162,6 @@ def run_answer(args, info):
         if getattr(args, name[2:]) is None:
             other = '--context' if name == '--question' else '--question'
             raise ValueError(f'{other} needs {name} too')
-    if args.data is not None or args.out is not None:
-        raise ValueError('--question answers one question: leave out --data and --out')
     if info.head != 'question_answering':
         raise ValueError(f'--question: --model {args.model} is a {info.task!r} model, not '
                          'a question-answering one (d2lbert finetune --task squad2 or '
@@ -232,6 +249,9 @@ class ConvertOptions(Options):
         if (self.from_hf is None) == (self.to_hf is None):
             raise ValueError('give one of --from-hf DIR (to d2lbert) and --to-hf DIR (to '
                              'Hugging Face)')
+        if self.to_hf is not None and self.allow_pickle:
+            raise ValueError('--allow-pickle does not apply to --to-hf (it reads a d2lbert '
+                             'model, never a pickle), only to --from-hf')
 
 
 def add_convert_parser(subparsers):
@@ -364,6 +384,9 @@ def add_launch_parser(subparsers):
 def run_launch(args):
     """Returns the job's exit code (that of the first process that failed)."""
     from .launch import launch
+    if args.host_ip is not None and args.hosts is None:
+        raise ValueError('--host-ip does not apply without --hosts (every process runs '
+                         'here, on 127.0.0.1)')
     command = args.job_command
     if command[:1] == ['--']:
         command = command[1:]

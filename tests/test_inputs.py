@@ -226,3 +226,52 @@ def test_pickle_refusal_names_a_flag_of_the_command(workdir, capsys):
     code, _, err = run_main(['convert', '--from-hf', hf, '--out', 'out'], capsys)
     message = one_line_error(code, err)
     assert 'allow_pickle' not in message and 'pass --allow-pickle' in message
+
+
+# --- issue 32 item 12: a flag that does not apply is refused, naming it ---
+
+# (command line, the flag the message must name): every option that concerns some tasks
+# or some modes only, given where it does not apply (it was accepted and ignored).
+NOT_APPLYING = [
+    *[(['finetune', '--model', 'm', '--task', task, '--data', 'd', flag, value], flag)
+      for task in ('csv', 'snli', 'glue/sst2', 'conll2003')
+      for flag, value in (('--doc-stride', '7'), ('--max-query-len', '5'))],
+    *[(['finetune', '--model', 'm', '--task', task, '--label-type', kind], '--label-type')
+      for task in ('glue/stsb', 'glue/mrpc', 'snli', 'conll2003', 'squad2')
+      for kind in ('class', 'number')],
+    *[(['finetune', '--model', 'm', '--task', task, '--dropout', value], '--dropout')
+      for task in ('squad1', 'squad2') for value in ('0.5', '0.1', '0')],
+    (['finetune', '--model', 'm', '--task', 'snli', '--cpu', '--gpus', '0'], '--gpus'),
+    (['pretrain', '--cpu', '--gpus', '0,1'], '--gpus'),
+    (['pretrain', '--preset', 'book', '--config', 'c.json'], '--preset'),
+    (['predict', '--model', 'm', '--question', 'Who?', '--context', 'A.', '--batch-size',
+      '3'], '--batch-size'),
+    (['predict', '--model', 'm', '--question', 'Who?', '--context', 'A.', '--data', 'd'],
+     '--data'),
+    (['convert', '--to-hf', 'm', '--out', 'o', '--allow-pickle'], '--allow-pickle'),
+    (['launch', '-n', '1', '--host-ip', '10.0.0.1', '--', 'true'], '--host-ip'),
+]
+
+
+@pytest.mark.parametrize('args, flag', NOT_APPLYING, ids=[' '.join(a) for a, _ in NOT_APPLYING])
+def test_flag_that_does_not_apply_is_refused(args, flag, workdir, capsys):
+    code, _, err = run_main(args, capsys)
+    message = one_line_error(code, err)
+    assert message.startswith(f'd2lbert {args[0]}: error: {flag}') or flag in message
+    assert 'does not apply' in message or 'choose one' in message, message
+    assert os.listdir(workdir) == []
+
+
+@pytest.mark.parametrize('task, given', [
+    ('csv', dict(label_type='number', dropout=0.3)), ('glue/stsb', dict(dropout=0.0)),
+    ('squad2', dict(doc_stride=64, max_query_len=16)), ('snli', {})])
+def test_options_of_a_task_keep_their_defaults_and_values(task, given):
+    """Where an option applies it keeps its default (or the value given); elsewhere it
+    is None: nothing reads it."""
+    from d2lbert.finetuning.finetune import FinetuneOptions
+    options = FinetuneOptions(task=task, model='m', data='d', **given)
+    squad = task.startswith('squad')
+    expected = {**dict(doc_stride=128 if squad else None,
+                       max_query_len=64 if squad else None, dropout=None if squad else 0.1,
+                       label_type='class' if task == 'csv' else None), **given}
+    assert {name: getattr(options, name) for name in expected} == expected
