@@ -275,3 +275,99 @@ def test_options_of_a_task_keep_their_defaults_and_values(task, given):
                        max_query_len=64 if squad else None, dropout=None if squad else 0.1,
                        label_type='class' if task == 'csv' else None), **given}
     assert {name: getattr(options, name) for name in expected} == expected
+
+
+# --- issue 32 item 13 and issue 34 item 4: errors speak of flags and files ---
+
+# A Python keyword argument (file_format=, data=...), a call (load_task('snli', ...)) or
+# "pass x=": how an error of the Python API reads, never what a command should print.
+PYTHON_ARGUMENT = r"(?<![-\w])[a-z][a-z_]*=(?!=)|\b[a-z_]+\((?:'|\w+=)|pass [a-z_]+="
+# Messages of the Python API alone (no command reaches them), and one that describes a
+# call rather than advising one.
+API_ONLY = {'pass allow_pickle=True if you trust it', 'torch.load(weights_only=True)',
+            'max_len={}', 'seq_len={}', 'pass labels=None', 'max_query_len={}'}
+
+
+def raised_messages():
+    """(file:line, text) of every string in a `raise` statement of the package (an
+    f-string's fields as {})."""
+    import ast
+    import re
+    root = os.path.dirname(d2lbert.__file__)
+    for folder, _, names in os.walk(root):
+        for name in sorted(n for n in names if n.endswith('.py')):
+            path = os.path.join(folder, name)
+            with open(path, encoding='utf-8') as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Raise) or node.exc is None:
+                    continue
+                pieces = {id(value) for part in ast.walk(node.exc)
+                          if isinstance(part, ast.JoinedStr) for value in part.values}
+                for part in ast.walk(node.exc):
+                    if id(part) in pieces:  # a piece of an f-string, read whole below
+                        continue
+                    if isinstance(part, ast.JoinedStr):
+                        text = ''.join(v.value if isinstance(v, ast.Constant) else '{}'
+                                       for v in part.values)
+                    elif isinstance(part, ast.Constant) and isinstance(part.value, str):
+                        text = part.value
+                    else:
+                        continue
+                    yield f'{os.path.relpath(path, root)}:{node.lineno}', text
+
+
+def test_no_error_names_a_python_argument():
+    """`finetune --task snli` offline advised `load_task('snli', 'train',
+    data='/path/to/folder')`, `predict --data garbage.bin` 'pass file_format='."""
+    import re
+    found = [(where, text) for where, text in raised_messages()
+             if re.search(PYTHON_ARGUMENT, text)
+             and not any(allowed in text for allowed in API_ONLY)]
+    assert not found, found
+
+
+def test_offline_task_download_names_the_flag(workdir, capsys, monkeypatch):
+    monkeypatch.setenv('D2LBERT_SNLI_URL', 'http://127.0.0.1:9')  # refused at once
+    model = tiny_model(workdir / 'm')
+    code, _, err = run_main(['finetune', '--task', 'snli', '--model', model, '--out', 'r',
+                             '--max-len', '32'], capsys)
+    message = one_line_error(code, err)
+    assert '--data FOLDER' in message and 'load_task' not in message, message
+
+
+@pytest.mark.parametrize('task, expected', [('glue/mrpc', 'train.tsv, dev.tsv'),
+                                            ('conll2003', 'train.txt')])
+def test_task_without_a_download_names_the_flag(task, expected, workdir, capsys):
+    model = tiny_model(workdir / 'm')
+    code, _, err = run_main(['finetune', '--task', task, '--model', model, '--out', 'r',
+                             '--max-len', '32'], capsys)
+    message = one_line_error(code, err)
+    assert '--data' in message and expected in message and 'load_task' not in message
+
+
+def test_one_class_training_labels_are_a_training_file_error(workdir, capsys):
+    """The dev file's second class was reported as a dev-file error."""
+    model = tiny_model(workdir / 'm')
+    (workdir / 'train.csv').write_text('text,label\n' + 'a river,yes\n' * 8)
+    (workdir / 'dev.csv').write_text('text,label\na bank,yes\na river,no\n')
+    code, _, err = run_main(['finetune', '--task', 'csv', '--model', model, '--data',
+                             'train.csv', '--dev', 'dev.csv', '--out', 'r', '--max-len', '32'], capsys)
+    message = one_line_error(code, err)
+    assert '--data train.csv: only one label (yes) in the training set' in message, message
+
+
+def test_predict_on_a_file_of_unknown_format_names_the_extensions(workdir, capsys):
+    from d2lbert.finetuning.task_model import TaskInfo, build_task_model, save_task_model
+    from d2lbert.interop import load_pretrained
+    bert, vocab = load_pretrained(tiny_model(workdir / 'm'))
+    info = TaskInfo('csv', 'classifier', ('no', 'yes'), 32)
+    net = build_task_model(bert, info)
+    net.output.initialize()
+    model = save_task_model(str(workdir / 'task'), net, bert.config, vocab, info)
+    (workdir / 'garbage.bin').write_bytes(bytes(range(256)) * 4)
+    code, _, err = run_main(['predict', '--model', model, '--data', 'garbage.bin', '--out',
+                             'p.jsonl'], capsys)
+    message = one_line_error(code, err)
+    assert 'garbage.bin' in message and '.csv, .jsonl, .tsv' in message, message
+    assert 'file_format' not in message and not (workdir / 'p.jsonl').exists()

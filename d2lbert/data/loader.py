@@ -63,12 +63,12 @@ def corpus_file(data=None, split='train', base_url=None):
         return data
     else:
         raise FileNotFoundError(
-            f"data={data!r} is neither 'bundled', 'wikitext-2', "
+            f"the data {data!r} is neither 'bundled', 'wikitext-2', "
             f"'wikitext-103' nor an existing file or directory")
     path = os.path.join(directory, f'wiki.{split}.tokens')
     if not os.path.isfile(path):
-        raise FileNotFoundError(f'{path!r} not found: data={data!r} must be a '
-                                f'directory holding wiki.{split}.tokens')
+        raise FileNotFoundError(f'{path!r} not found: the data {data!r} must '
+                                f'be a folder holding wiki.{split}.tokens')
     return path
 
 

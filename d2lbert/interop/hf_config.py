@@ -75,7 +75,7 @@ def config_from_hf(hf_config, source='config.json'):
 def check_exportable(config):
     """Raise ValueError unless Hugging Face's BERT computes exactly what `config` does."""
     if config.hidden_act != 'gelu':
-        raise ValueError(f"cannot export a model with hidden_act={config.hidden_act!r}: "
+        raise ValueError(f"cannot export a model whose hidden_act is {config.hidden_act!r}: "
                          "Hugging Face's BERT is built with 'gelu' (use BERTConfig.original)")
     if not config.embedding_layer_norm:
         raise ValueError('cannot export a model without embedding_layer_norm: Hugging '

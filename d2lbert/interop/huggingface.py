@@ -167,7 +167,7 @@ def read_directory(path):
     tokenizer = read_tokenizer(path)
     if len(tokenizer) != config.vocab_size:
         raise ValueError(f'{os.path.join(path, "vocab.txt")} has {len(tokenizer)} tokens, but '
-                         f'{config_file} says vocab_size={config.vocab_size}')
+                         f'{config_file} says vocab_size {config.vocab_size}')
     return hf_config, config, tokenizer
 
 
