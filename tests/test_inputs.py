@@ -371,3 +371,52 @@ def test_predict_on_a_file_of_unknown_format_names_the_extensions(workdir, capsy
     message = one_line_error(code, err)
     assert 'garbage.bin' in message and '.csv, .jsonl, .tsv' in message, message
     assert 'file_format' not in message and not (workdir / 'p.jsonl').exists()
+
+
+# --- issue 32 item 10: a cache that fails its check is rebuilt ---
+
+def examples_arrays(examples):
+    from d2lbert.data.cache import open_arrays
+    return {name: onp.array(values) for name, values in open_arrays(examples.directory).items()}
+
+
+def corrupt(path, how):
+    size = os.path.getsize(path)
+    if how == 'truncated':
+        os.truncate(path, size // 2)
+    else:  # one byte changed in the middle: ids far out of range
+        with open(path, 'r+b') as f:
+            f.seek(size // 2)
+            f.write(b'\x7f')
+
+
+@pytest.mark.parametrize('entry, name, how', [
+    ('examples', 'lengths.int32', 'flipped'), ('examples', 'token_ids.int32', 'truncated'),
+    ('corpus', 'token_ids.int32', 'truncated'), ('corpus', 'token_ids.int32', 'flipped'),
+    ('corpus', 'sentence_lengths.npy', 'flipped')])
+def test_corrupted_cache_is_rebuilt(entry, name, how, workdir):
+    """A changed byte in the example cache crashed a run at its first evaluation
+    (IndexError), and every later run on that corpus; a truncated corpus cache gave
+    'mmap length is greater than file size' without naming the file."""
+    from d2lbert.data.loader import build_pretraining_examples, corpus_file
+    path = corpus_file(None)
+    first = build_pretraining_examples(path, max_len=64)
+    expected = examples_arrays(first)
+    folder = first.directory if entry == 'examples' else os.path.dirname(first.directory)
+    corrupt(os.path.join(folder, name), how)
+    with pytest.warns(UserWarning, match=f'cache entry {folder} failed its check'):
+        again = build_pretraining_examples(path, max_len=64)
+    rebuilt = examples_arrays(again)
+    assert sorted(rebuilt) == sorted(expected)
+    for key in expected:
+        assert onp.array_equal(rebuilt[key], expected[key]), key
+    assert not [n for n in os.listdir(os.path.dirname(folder)) if n.startswith('.')]
+
+
+def test_corrupted_vocabulary_cache_is_rebuilt(workdir):
+    from d2lbert.data.loader import build_pretraining_examples, corpus_file
+    path = corpus_file(None)
+    vocab = build_pretraining_examples(path, max_len=64).vocab
+    [vocab_file] = (workdir / 'home').glob('cache/*/vocab-min_freq5.json')
+    vocab_file.write_text(vocab_file.read_text()[:100])
+    assert build_pretraining_examples(path, max_len=64).vocab == vocab
