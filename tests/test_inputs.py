@@ -101,6 +101,21 @@ def test_hugging_face_config_beyond_a_limit_names_its_field(field, value, workdi
     assert os.listdir(workdir) == ['hf']
 
 
+def test_parameter_file_claiming_a_huge_shape_is_refused_before_allocating(workdir, capsys):
+    """A corrupt size field in model.params: the shape is read from the array's header
+    and compared with what the file holds before MXNet allocates it."""
+    model = tiny_model(workdir / 'm')
+    path = os.path.join(model, 'model.params')
+    data = bytearray(open(path, 'rb').read())
+    where = data.find(struct.pack('<qq', 64, 32))  # the FFN's first weight, (64, 32)
+    assert where > 0
+    data[where:where + 8] = struct.pack('<q', 1 << 34)
+    open(path, 'wb').write(bytes(data))
+    code, _, err = run_main(['encode', '--model', model, 'a river'], capsys)
+    message = one_line_error(code, err)
+    assert f'{path} is corrupt: its array 2 claims the shape ({1 << 34}, 32)' in message
+
+
 # --- issue 32 item 5: text is tokenized by the model's own tokenizer ---
 
 SENTENCES = ['A crane, flying! hyperparameterization of the Café ||| It lands.',

@@ -11,9 +11,11 @@ Layout of a pretraining output folder::
 see `data.vocab_files`; a fine-tuning checkpoint also has task.json).
 """
 import json
+import math
 import os
 import re
 import shutil
+import struct
 import tempfile
 
 import mxnet as mx
@@ -135,10 +137,46 @@ def read_config(folder):
         raise CheckpointError(str(error)) from None
 
 
+# MXNet's parameter file: a list header, then per array a header (magic, storage type,
+# shape, device, dtype) and its data, then the names (src/ndarray/ndarray.cc, Save).
+_LIST_MAGIC, _ARRAY_MAGICS, _DENSE = 0x112, (0xF993FAC9, 0xF993FACA), 0
+_DTYPE_BYTES = {0: 4, 1: 8, 2: 2, 3: 1, 4: 4, 5: 1, 6: 8, 7: 1, 12: 2}
+
+
+def check_array_sizes(path):
+    """A CheckpointError if an array of the MXNet parameter file `path` claims a shape
+    whose data the file cannot hold (a corrupt size field), read from the arrays'
+    headers before MXNet allocates anything. A file of another layout is left to
+    MXNet's loader."""
+    size = os.path.getsize(path)
+    with open(path, 'rb') as f:
+        def read(fmt):
+            raw = f.read(struct.calcsize(fmt))
+            return struct.unpack(fmt, raw) if len(raw) == struct.calcsize(fmt) else None
+        header = read('<QQQ')
+        if header is None or header[0] != _LIST_MAGIC:
+            return
+        for index in range(header[2]):
+            array = read('<Iii')
+            if array is None or array[0] not in _ARRAY_MAGICS or array[1] != _DENSE:
+                return
+            shape = read(f'<{array[2]}q') if 0 <= array[2] <= 32 else None
+            device_dtype = read('<iii')
+            if shape is None or device_dtype is None or device_dtype[2] not in _DTYPE_BYTES:
+                return
+            claimed = math.prod(shape) * _DTYPE_BYTES[device_dtype[2]]
+            if min(shape, default=0) < 0 or claimed > size - f.tell():
+                raise CheckpointError(f'{path} is corrupt: its array {index} claims the '
+                                      f'shape {shape}, more data than the file holds')
+            f.seek(claimed, os.SEEK_CUR)
+
+
 def load_parameters(net, folder, ctx=None):
     """net.load_parameters(folder/model.params), a CheckpointError naming the file if it
-    is corrupt or does not fit the config."""
+    is corrupt (checked before anything is allocated: `check_array_sizes`) or does not
+    fit the config."""
     path = os.path.join(folder, 'model.params')
+    check_array_sizes(path)
     try:
         net.load_parameters(path, ctx=ctx)
     except (mx.base.MXNetError, AssertionError, ValueError) as error:
