@@ -18,7 +18,7 @@ import d2lbert
 from d2lbert.cli import main
 from d2lbert.run import checkpoint as ckpt
 from d2lbert.data import load_data_wiki
-from d2lbert.pretraining.loss_scale import DynamicLossScale
+from d2lbert.run.loss_scale import DynamicLossScale
 from d2lbert.run.metrics import IntervalMeans
 from d2lbert.run.optimizer import make_trainer
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain, warmup_steps
