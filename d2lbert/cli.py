@@ -8,10 +8,13 @@ from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
 from .finetuning.finetune_data import SQUAD_TASKS
 from .pretraining.pretrain import PretrainOptions
-from .run.options import Options, integer, option, optional, text
+from .run.options import Options, choice, integer, option, optional, text
 from .util.options import check_folder, check_output_file, check_text, flag
 
 PREDICT_BATCH_SIZE = 64
+
+# inference runs on the CPU, where MXNet has no float16 matrix product
+INFERENCE_PRECISIONS = ('fp32', 'bf16')
 
 
 def add_pretrain_parser(subparsers):
@@ -83,6 +86,8 @@ class PredictOptions(Options):
     context: str = option(None, 'question answering: the passage of --question')
     batch_size: int = option(None, 'examples per batch (with --data)', optional(integer(1)),
                              shown_default=PREDICT_BATCH_SIZE)
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
 
     def __post_init__(self):
         if self.batch_size is None and not self.answers_one_question():
@@ -112,12 +117,20 @@ def add_predict_parser(subparsers):
     parser.set_defaults(run=run_predict)
 
 
+def check_cpu_precision(precision):
+    """--precision bf16 needs a CPU with avx512_bf16 or AMX (`run.precision`)."""
+    import mxnet as mx
+    from .run.precision import check_hardware
+    check_hardware(precision, [mx.cpu()])
+
+
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
     from .run.files import check_apart, check_target
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
+    check_cpu_precision(args.precision)
     check_folder('--model', args.model)
     info = load_task_info(model_folder(args.model))
     if args.answers_one_question():
@@ -133,7 +146,8 @@ def run_predict(args):
     if info.head == 'question_answering':
         return run_predict_squad(args)
     check_output_file('--out', args.out)
-    summary = predict(args.model, args.data, args.out, args.batch_size)
+    summary = predict(args.model, args.data, args.out, args.batch_size,
+                      precision=args.precision)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
     print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
@@ -148,7 +162,8 @@ def run_predict_squad(args):
     if os.path.isfile(args.out):
         raise ValueError(f'--out {args.out} is a file; a question-answering model writes a '
                          'folder (predictions.json, null_odds.json)')
-    summary = predict_squad(args.model, args.data, args.out, args.batch_size)
+    summary = predict_squad(args.model, args.data, args.out, args.batch_size,
+                            precision=args.precision)
     print(f'wrote the answers to {summary["examples"]} questions to '
           f'{" and ".join(summary["files"])}')
     if summary['scores']:
@@ -166,7 +181,8 @@ def run_answer(args, info):
         raise ValueError(f'--question: --model {args.model} is a {info.task!r} model, not '
                          'a question-answering one (d2lbert finetune --task squad2 or '
                          'squad1)')
-    result = answer_question(args.model, args.question, args.context)
+    result = answer_question(args.model, args.question, args.context,
+                             precision=args.precision)
     odds = f'null odds {result["null_odds"]:.4f}, threshold {result["threshold"]:.4f}'
     if result['answer']:
         print(f'answer: {result["answer"]}\n({odds})')
@@ -184,6 +200,8 @@ class EncodeOptions(Options):
     save: str = option(None, 'save the vectors to this .npy file (.npy added if missing)',
                        text(optional=True))
     text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
 
 
 def add_encode_parser(subparsers):
@@ -213,8 +231,10 @@ def tokenize_pair(vocab, first, second):
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
+    from .run.precision import use_precision
     from .run.files import check_apart, check_target, write_file_atomically
     args = EncodeOptions.from_arguments(args)
+    check_cpu_precision(args.precision)
     first, second = split_pair(args.text)
     save = args.save
     if save is not None:
@@ -222,6 +242,7 @@ def run_encode(args):
         check_target('--save', save)
         check_apart('--save', save, {'--model': args.model})
     net, vocab = load_model_flag(args.model)
+    use_precision(net, args.precision)
     tokens_a, tokens_b = tokenize_pair(vocab, first, second)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if save:
@@ -332,6 +353,14 @@ def check_gpu_usable(device):
                          f'{usable or "none"})')
 
 
+def check_bench_precision(options):
+    """bench --precision bf16 needs a CPU (or GPU) that computes in bfloat16."""
+    import mxnet as mx
+    from .run.precision import check_hardware
+    kind, _, index = options.device.partition(':')
+    check_hardware(options.precision, [mx.gpu(int(index)) if kind == 'gpu' else mx.cpu()])
+
+
 def run_bench(args):
     """Every flag is checked (by `BenchOptions`) before the first measurement."""
     import json
@@ -344,6 +373,7 @@ def run_bench(args):
     options = (BenchOptions.quick_options(**chosen) if chosen.get('quick')
                else BenchOptions(**chosen))
     check_gpu_usable(options.device)
+    check_bench_precision(options)
     if args.json is not None:
         check_output_file('--json', args.json)
         check_target('--json', args.json)

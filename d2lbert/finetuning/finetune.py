@@ -28,6 +28,9 @@ from ..run.folder import prepare_out_dir
 from ..run.loop import Cadence, Schedule, TrainingLoop
 from ..run.metrics import MetricsLog
 from ..run.optimizer import load_trainer_states, make_trainer
+from ..run.loss_scale import DynamicLossScale
+from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
+                             use_precision)
 from ..run.step import seed_step
 from ..run.options import (Options, choice, fraction, integer, number, option, optional,
                            text)
@@ -39,6 +42,7 @@ from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_m
 from .task_step import task_forward_backward
 
 MAX_SEED = 2 ** 32 - 1
+# fp16 needs the dynamic loss scaling that only pretraining's loop has so far
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
@@ -109,6 +113,10 @@ class FinetuneOptions(Options):
     gpus: str = option(None, 'comma-separated GPU ids (default: all usable GPUs, else the '
                        'CPU)', check_gpu_ids)
     cpu: bool = option(False, 'train on the CPU even with GPUs')
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32, bf16 '
+                            '(CPUs with avx512_bf16 or AMX, recent GPUs) or fp16 (GPUs, '
+                            'with dynamic loss scaling); weights stay float32',
+                            choice(PRECISIONS))
     resume: bool = option(False, 'continue from the newest complete checkpoint in --out')
     overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
     progress: bool = option(True, 'no progress bar')
@@ -202,6 +210,7 @@ def finetune(options, pretrained):
     options.validate()
     check_sources(options)
     ctxs = training_contexts(options.cpu, options.gpus)
+    check_hardware(options.precision, ctxs)
     bert, vocab = pretrained
     config = bert.config
     if options.max_len > config.max_len:
@@ -228,6 +237,7 @@ def finetune(options, pretrained):
     if not options.plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
+    use_precision(net, options.precision)
     net.hybridize(static_alloc=True)
     net.collect_params().setattr('grad_req', 'add')
     lr = options.lr or default_lr(config)
@@ -242,7 +252,8 @@ def finetune(options, pretrained):
         Schedule(lr, round(options.warmup * total_steps), total_steps, steps_per_epoch),
         Cadence(options.log_every, options.eval_every, options.eval_every,
                 log_with_saves=False),
-        out, log, options.clip, options.keep, progress=options.progress)
+        out, log, options.clip, options.keep, progress=options.progress,
+        loss_scale=DynamicLossScale() if needs_loss_scaling(options.precision) else None)
     try:
         steps = loop.run(state['step'])
     except OSError as error:  # a full disk while writing metrics, plots or checkpoints

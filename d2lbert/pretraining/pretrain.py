@@ -22,6 +22,8 @@ from ..run.loop import Cadence, Schedule, TrainingLoop
 from ..run.loss_scale import DynamicLossScale
 from ..run.metrics import MetricsLog
 from ..run.optimizer import OPTIMIZERS, load_trainer_states, make_trainer
+from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
+                             resolve_precision, use_precision)
 from ..run.step import forward_backward, seed_step
 from ..run.options import Options, choice, fraction, integer, number, option, optional, text
 from ..util.options import check_int
@@ -92,7 +94,11 @@ class PretrainOptions(Options):
     gpus: str = option(None, 'comma-separated GPU ids, e.g. 0,1 (default: all usable GPUs, '
                        'else the CPU)', check_gpu_ids)
     cpu: bool = option(False, 'train on the CPU even with GPUs')
-    amp: bool = option(False, 'float16 mixed precision with dynamic loss scaling (GPU only)')
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32, bf16 '
+                            '(CPUs with avx512_bf16 or AMX, recent GPUs) or fp16 (GPUs, '
+                            'with dynamic loss scaling); weights stay float32',
+                            choice(PRECISIONS))
+    amp: bool = option(False, 'the same as --precision fp16')
     eval_every: int = option(100, 'held-out evaluation every N steps and after the last (0: '
                              'only after the last)',
                              integer(0, note=' (0: only after the last step)'))
@@ -159,7 +165,9 @@ def check_sources(options):
 
 def resolve_contexts(options):
     """The devices to train on (see `devices.training_contexts`)."""
-    return training_contexts(options.cpu, options.gpus, options.amp)
+    ctxs = training_contexts(options.cpu, options.gpus)
+    check_hardware(resolve_precision(options.precision, options.amp), ctxs)
+    return ctxs
 
 
 def output_folder(options, worker):
@@ -230,19 +238,18 @@ def pretrain(options):
         options.batch_size, options.max_len, options.data, 'valid', vocab=vocab,
         seed=options.seed, shuffle=False)
     config = build_config(options, vocab)
-    if options.amp:
-        from mxnet.contrib import amp
-        amp.init()
     net = BERTModel.from_config(config)
     mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
     if not options.plain and worker.kernels:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
+    precision = resolve_precision(options.precision, options.amp)
+    use_precision(net, precision)
     net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
     trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
                            worker.kvstore)
-    loss_scale = DynamicLossScale() if options.amp else None
+    loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None
     log = MetricsLog(out) if worker.is_first else None
     state = {'epoch': 0, 'index': 0, 'step': 0}
     if options.resume:
