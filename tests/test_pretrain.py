@@ -163,6 +163,7 @@ def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
 
 # The README's encode example: words the default model knows
 README_ENCODE_TEXT = 'the river flows into the sea ||| it floods the valley'
+
 # What the default job must reach at its last evaluation (step 500), whatever the CPU.
 THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 
