@@ -19,7 +19,7 @@ INFERENCE_PRECISIONS = ('fp32', 'bf16')
 
 def add_pretrain_parser(subparsers):
     parser = subparsers.add_parser(
-        'pretrain', help='pretrain BERT (default: offline, bundled corpus, ~1 min on a CPU)',
+        'pretrain', help='pretrain BERT (default: offline, bundled corpus)',
         description='Pretrain BERT with masked-LM and next-sentence objectives.')
     PretrainOptions.add_arguments(parser)
     parser.set_defaults(run=run_pretrain)
@@ -228,6 +228,16 @@ def tokenize_pair(vocab, first, second):
     return tokenize(first), None if second is None else tokenize(second)
 
 
+def unknown_words_line(vocab, words):
+    """How many of `words` the model's vocabulary lacks: they are all encoded as the one
+    unknown-word token, so their vectors say little about them."""
+    unknown = [word for word in words if vocab[word] == vocab.unk_id]
+    line = f"{len(unknown)} of {len(words)} words unknown to the model's vocabulary"
+    if unknown:
+        line += f" (each encoded as the unknown-word token): {' '.join(unknown)}"
+    return line
+
+
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
@@ -245,6 +255,7 @@ def run_encode(args):
     use_precision(net, args.precision)
     tokens_a, tokens_b = tokenize_pair(vocab, first, second)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
+    print(unknown_words_line(vocab, tokens_a + (tokens_b or [])))
     if save:
         write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)
         print(f'saved {vectors.shape} array to {save}')
@@ -381,7 +392,8 @@ def run_bench(args):
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'
     print(format_report(results))
-    print('\nFor the README:\n\n' + markdown_snippet(results))
+    if not options.quick:  # quick numbers are no measurement to quote
+        print('\nFor the README:\n\n' + markdown_snippet(results))
     if args.json:
         write_file_atomically('--json', args.json,
                               lambda f: json.dump(results, f, indent=2))
