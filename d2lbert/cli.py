@@ -75,6 +75,8 @@ class PredictOptions(Options):
                            "(printed: the answer, or '' for none)")
     context: str = option(None, 'question answering: the passage of --question')
     batch_size: int = option(64, 'examples per batch', integer(1))
+    overwrite: bool = option(False, 'replace the file --out if it exists (SQuAD: the '
+                             'folder --out, whole) (default: refuse)')
 
 
 def add_predict_parser(subparsers):
@@ -91,7 +93,7 @@ def add_predict_parser(subparsers):
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
-    from .run.files import check_apart, check_target
+    from .run.files import check_apart, check_new_file, check_target
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
     check_folder('--model', args.model)
@@ -109,24 +111,29 @@ def run_predict(args):
     if info.head == 'question_answering':
         return run_predict_squad(args)
     check_output_file('--out', args.out)
-    summary = predict(args.model, args.data, args.out, args.batch_size)
+    check_new_file('--out', args.out, args.overwrite)
+    summary = predict(args.model, args.data, args.out, args.batch_size, overwrite=args.overwrite)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
     print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
 
 
 def run_predict_squad(args):
-    """A SQuAD file's answers into the folder --out; the official scores as JSON (as
+    """A SQuAD file's answers into the folder --out (new or empty, or replaced whole with
+    --overwrite: `run.folder.folder_written_whole`); the official scores as JSON (as
     evaluate-v2.0.py prints them) when the file has the answers."""
     import json
     from .finetuning.qa_predict import predict_squad
+    from .run.folder import folder_written_whole
     check_text('--out', args.out)
     if os.path.isfile(args.out):
         raise ValueError(f'--out {args.out} is a file; a question-answering model writes a '
                          'folder (predictions.json, null_odds.json)')
-    summary = predict_squad(args.model, args.data, args.out, args.batch_size)
-    print(f'wrote the answers to {summary["examples"]} questions to '
-          f'{" and ".join(summary["files"])}')
+    inputs = {'--data': args.data, '--model': args.model}
+    with folder_written_whole('--out', args.out, args.overwrite, inputs) as tmp:
+        summary = predict_squad(args.model, args.data, tmp, args.batch_size)
+    files = [os.path.join(args.out, os.path.basename(path)) for path in summary['files']]
+    print(f'wrote the answers to {summary["examples"]} questions to {" and ".join(files)}')
     if summary['scores']:
         print(json.dumps(summary['scores'], indent=2))
 
@@ -161,6 +168,7 @@ class EncodeOptions(Options):
                         required=True)
     save: str = option(None, 'save the vectors to this .npy file (.npy added if missing)',
                        text(optional=True))
+    overwrite: bool = option(False, 'replace the file --save if it exists (default: refuse)')
     text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
 
 
@@ -182,7 +190,7 @@ def split_pair(text):
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
-    from .run.files import check_apart, check_target, write_file_atomically
+    from .run.files import check_apart, check_new_file, check_target, write_file_atomically
     args = EncodeOptions.from_arguments(args)
     tokens_a, tokens_b = split_pair(args.text)
     save = args.save
@@ -190,10 +198,12 @@ def run_encode(args):
         save = check_output_file('--save', save if save.endswith('.npy') else save + '.npy')
         check_target('--save', save)
         check_apart('--save', save, {'--model': args.model})
+        check_new_file('--save', save, args.overwrite)
     net, vocab = load_model_flag(args.model)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if save:
-        write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)
+        write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True,
+                              overwrite=args.overwrite)
         print(f'saved {vectors.shape} array to {save}')
     else:
         numpy.set_printoptions(precision=4, suppress=True, threshold=64, edgeitems=3)
@@ -234,7 +244,7 @@ def run_convert(args):
     place: new or empty (or replaced whole with --overwrite), never holding an input."""
     import json
     from .interop import convert_from_hf, convert_to_hf
-    from .run.files import folder_written_whole
+    from .run.folder import folder_written_whole
     args = ConvertOptions.from_arguments(args)
     source_flag = '--from-hf' if args.from_hf is not None else '--to-hf'
     source = check_folder(source_flag, args.from_hf or args.to_hf)
@@ -288,7 +298,7 @@ def run_bench(args):
     import json
     import shlex
     from .bench import find_wikitext, run_benchmarks
-    from .run.files import check_target, write_file_atomically
+    from .run.files import check_apart, check_target, write_file_atomically
     from .bench.report import format_report, markdown_snippet
     chosen = BenchOptions.given_in(args)
     chosen['wikitext'] = find_wikitext(chosen.get('wikitext'))
@@ -298,6 +308,7 @@ def run_bench(args):
     if args.json is not None:
         check_output_file('--json', args.json)
         check_target('--json', args.json)
+        check_apart('--json', args.json, {'--wikitext': options.wikitext})
     results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'
@@ -356,8 +367,10 @@ def main(argv=None):
     from .data import DownloadError
     from .run.checkpoint import CheckpointError
     from .run.errors import RunError, RunFault
+    from .run.signals import Stopped, stop_on_sigterm
     try:
-        exit_code = args.run(args)
+        with stop_on_sigterm():
+            exit_code = args.run(args)
     except RunFault as error:
         print(f'd2lbert: {error}', file=sys.stderr)
         return 3
@@ -370,8 +383,10 @@ def main(argv=None):
         print(f'd2lbert {args.command}: error: {where}{error.strerror or error}',
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print('\nd2lbert: interrupted; the last complete checkpoint is kept '
-              '(continue with --resume)', file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C (SIGINT) or SIGTERM (`Stopped`)
+        signum = stop.signum if isinstance(stop, Stopped) else 2
+        print(f'\nd2lbert {args.command}: stopped by {"SIGTERM" if signum == 15 else "SIGINT"}'
+              '; every output is whole (a run keeps its last complete checkpoint: continue '
+              'with --resume)', file=sys.stderr)
+        return 128 + signum
     return exit_code or 0

@@ -30,6 +30,7 @@ from .hf_tasks import (UNUSED_HEADS, architecture_of, head_config, head_map, is_
 from .hf_weights import (canonical_names, check_shapes, encoder_map, load_tensors,
                          parameter_map, tensors_of)
 from ..data.vocab_files import read_wordpiece as read_tokenizer
+from ..run.files import written_as_os_errors
 from ..data.wordpiece import SPECIAL_TOKENS, WordPieceVocab
 
 
@@ -199,8 +200,9 @@ def to_huggingface(net, config, vocab, path, labels=None):
     os.makedirs(path, exist_ok=True)
     _write_json({**config_to_hf(config, vocab.pad_id), **head_fields},
                 os.path.join(path, 'config.json'))
-    _safetensors().save_file(tensors_of(params), os.path.join(path, 'model.safetensors'),
-                             metadata={'format': 'pt'})
+    with written_as_os_errors(os.path.join(path, 'model.safetensors')):
+        _safetensors().save_file(tensors_of(params), os.path.join(path, 'model.safetensors'),
+                                 metadata={'format': 'pt'})
     write_tokenizer(vocab, path)
 
 

@@ -7,16 +7,23 @@
 `--overwrite` replaces it whole, or `--resume` continues the same command's run with the
 same trajectory options); it is locked against a second process, a lock left by a dead
 process is taken over, and the temporary folders a kill left behind are removed.
+
+`folder_written_whole` does the same for a folder written at once (`convert`, SQuAD
+`predict`): locked too, written beside it, checked again and swapped in at the end.
 """
 import atexit
+import contextlib
 import datetime
 import json
 import os
 import shutil
+import tempfile
 
 from . import checkpoint as ckpt
-from .errors import RunError
-from .files import check_apart, check_replaceable, check_target, remove_leftovers
+from .errors import RunError, RunFault
+from .files import (check_apart, check_replaceable, check_target, is_within, make_readable,
+                    process_alive, remove_leftovers, replace_folder, sweep_temporaries,
+                    temporary_prefix, without_trailing_slashes)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
@@ -57,16 +64,6 @@ def check_same_run(out, command, trajectory):
                        'trajectory; resume with its own options or start a new --out')
 
 
-def process_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def lock_holder(path):
     """The process id written in a lock file (None if unreadable)."""
     try:
@@ -101,6 +98,85 @@ def unlock_folder(path):
         os.remove(path)
 
 
+def check_still_locked(flag, out, lock):
+    """At the final rename: OUT is still a folder (no link swapped in) holding our lock."""
+    check_target(flag, out)
+    if lock_holder(lock) != os.getpid():
+        raise RunError(f'{flag} {out}: its lock {lock} was taken or removed by another '
+                       'process while writing; nothing was put in place')
+
+
+def holds_files(out):
+    return os.path.isdir(out) and bool(set(os.listdir(out)) - {LOCK_FILE})
+
+
+@contextlib.contextmanager
+def folder_written_whole(flag, out, overwrite, inputs):
+    """Yield a temporary folder beside `out` to write into; when the block ends without
+    error it replaces `out`, which must be new or empty unless overwrite. `out` is locked
+    (`lock_folder`) from the start to the swap, so a run writing there, or a second
+    command, is never replaced. inputs: as for `check_apart`.
+
+    A failed write is a RunFault (exit code 3), `out` is left as it was and the
+    temporary folder removed (or swept by the next command, after a kill)."""
+    check_target(flag, out)
+    check_apart(flag, out, inputs)
+    out = without_trailing_slashes(out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise RunError(f'{flag} {out} is a file; give a folder to write')
+    created = not os.path.exists(out)
+    parent = os.path.dirname(os.path.abspath(out))
+    try:
+        os.makedirs(out, exist_ok=True)  # to hold the lock
+        lock = lock_folder(out)
+    except OSError as error:
+        raise RunError(f'{flag} {out}: cannot write in {parent} ({error.strerror})') \
+            from None
+    finished = False
+    try:
+        if holds_files(out) and not overwrite:
+            raise RunError(f'{flag} {out} already holds files; choose a new or empty folder '
+                           'or pass --overwrite to replace it whole (nothing was touched)')
+        if holds_files(out):
+            check_replaceable(flag, out)
+        sweep_temporaries(parent)
+        with written_beside(flag, out, parent) as tmp:
+            yield tmp
+            make_readable(tmp)
+            check_still_locked(flag, out, lock)
+            if holds_files(out) and not overwrite:
+                raise RunError(f'{flag} {out} received files while writing; they are kept '
+                               '(nothing was put in place)')
+            replace_folder(tmp, out)
+            finished = True
+    finally:
+        unlock_folder(lock)
+        if created and not finished:
+            with contextlib.suppress(OSError):
+                os.rmdir(out)
+
+
+@contextlib.contextmanager
+def written_beside(flag, out, parent):
+    """A temporary folder in `parent`, removed at the end; an OSError about a file in it
+    (a full disk...) becomes a RunFault, other errors pass (e.g. an input missing)."""
+    try:
+        tmp = tempfile.mkdtemp(prefix=temporary_prefix(), dir=parent)
+    except OSError as error:
+        raise RunError(f'{flag} {out}: cannot write in {parent} ({error.strerror})') \
+            from None
+    try:
+        yield tmp
+    except OSError as error:
+        if error.filename is not None and not is_within(error.filename, tmp) \
+                and not is_within(error.filename, out):
+            raise
+        raise RunFault(f'{flag} {out}: cannot write it ({error.strerror}); {out} is as it '
+                       'was') from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def empty_folder(out):
     """Remove everything in OUT but this process's lock (--overwrite)."""
     for name in os.listdir(out):
@@ -122,6 +198,7 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
     """
     out = options.out or os.path.join('runs', datetime.datetime.now().strftime(default_name))
     check_target('--out', out)
+    out = without_trailing_slashes(out)
     check_apart('--out', out, inputs)
     trajectory = trajectory_of(options, trajectory_fields)
     holds = os.path.isdir(out) and set(os.listdir(out)) - {LOCK_FILE}
