@@ -93,7 +93,7 @@ def add_predict_parser(subparsers):
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
-    from .run.files import check_apart, check_new_file, check_target
+    from .run.files import check_new_file, check_output
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
     check_folder('--model', args.model)
@@ -106,8 +106,7 @@ def run_predict(args):
                              '--question and --context)')
     if not os.path.isfile(args.data):
         raise ValueError(f'--data {args.data}: no such file')
-    check_target('--out', args.out)
-    check_apart('--out', args.out, {'--data': args.data, '--model': args.model})
+    check_output('--out', args.out, {'--data': args.data, '--model': args.model})
     if info.head == 'question_answering':
         return run_predict_squad(args)
     check_output_file('--out', args.out)
@@ -190,14 +189,13 @@ def split_pair(text):
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
-    from .run.files import check_apart, check_new_file, check_target, write_file_atomically
+    from .run.files import check_new_file, check_output, write_file_atomically
     args = EncodeOptions.from_arguments(args)
     tokens_a, tokens_b = split_pair(args.text)
     save = args.save
     if save is not None:
         save = check_output_file('--save', save if save.endswith('.npy') else save + '.npy')
-        check_target('--save', save)
-        check_apart('--save', save, {'--model': args.model})
+        check_output('--save', save, {'--model': args.model})
         check_new_file('--save', save, args.overwrite)
     net, vocab = load_model_flag(args.model)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
@@ -298,7 +296,7 @@ def run_bench(args):
     import json
     import shlex
     from .bench import find_wikitext, run_benchmarks
-    from .run.files import check_apart, check_target, write_file_atomically
+    from .run.files import check_output, write_file_atomically
     from .bench.report import format_report, markdown_snippet
     chosen = BenchOptions.given_in(args)
     chosen['wikitext'] = find_wikitext(chosen.get('wikitext'))
@@ -307,8 +305,7 @@ def run_bench(args):
     check_gpu_usable(options.device)
     if args.json is not None:
         check_output_file('--json', args.json)
-        check_target('--json', args.json)
-        check_apart('--json', args.json, {'--wikitext': options.wikitext})
+        check_output('--json', args.json, {'--wikitext': options.wikitext})
     results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'

@@ -308,3 +308,38 @@ def test_outputs_have_the_modes_of_the_umask(workspace, tmp_path, capsys):
     for path in (hf / 'model.safetensors', run / 'model' / 'model.params',
                  os.path.join(checkpoint, 'model.params'), predictions):
         assert oct(os.stat(path).st_mode & 0o777) == oct(0o644), path
+
+
+# The book's tools check their outputs as the commands do.
+
+def load_tool(name):
+    import importlib.util
+    path = os.path.join(REPO_ROOT, 'chapter_bert', 'tools', f'{name}.py')
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_study_never_writes_its_results_over_the_corpus(tmp_path, monkeypatch):
+    study = load_tool('pretrain_study')
+    corpus = tmp_path / 'wiki.valid.tokens'
+    corpus.write_text(' = Title = \n words .\n')
+    monkeypatch.setattr(study, 'planned_runs', lambda parts, wikitext_dir: [])
+    monkeypatch.setattr(study, 'machine', lambda: 'cpu')
+    with pytest.raises(SystemExit, match='--wikitext'):
+        study.main(['--only', 'default', '--wikitext', str(corpus), '--out', str(corpus)])
+    assert corpus.read_text() == ' = Title = \n words .\n'
+
+
+@pytest.mark.parametrize('out', ['lnk/../dir', 'CHAPTERS/_build'])
+def test_the_book_is_never_built_into_a_users_folder(out, tmp_path, monkeypatch):
+    book = load_tool('build_book')
+    victim = victim_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    os.symlink(victim, 'lnk')
+    built = []
+    monkeypatch.setattr(book, 'build', lambda *args: built.append(args))
+    with pytest.raises(SystemExit, match='symbolic link|the chapters'):
+        book.main(['--out', out.replace('CHAPTERS', book.CHAPTER_DIR)])
+    assert built == [] and snapshot(str(victim)) == {'notes.txt': b'my notes\n'}

@@ -1,5 +1,8 @@
 """Writing without destroying: what every writing command checks and how it writes.
 
+* `check_output`: the one check every writing command makes of each output path before
+  it starts (`check_target` and `check_apart`); writing checks it again at the moment
+  the output is put in place.
 * `check_target`: an output path, resolved as the system will (trailing slashes, `..`,
   links in its folders), must be a regular file or folder (or not exist yet): never a
   symbolic link, a device node, a socket or a pipe, nor anything under /dev.
@@ -106,6 +109,15 @@ def check_apart(flag, out, inputs):
         if os.path.isdir(out) and is_within(path, out):
             raise RunError(f'the input {name} {path} is inside {flag} {out}: writing there '
                            'could overwrite it; choose another output (nothing was touched)')
+
+
+def check_output(flag, path, inputs):
+    """Refuse (RunError, nothing touched) an output path that is, or is reached through,
+    anything but a regular file or folder, or that is or holds one of the inputs
+    {flag: path or None}; returns the path without trailing slashes."""
+    check_target(flag, path)
+    check_apart(flag, path, inputs)
+    return without_trailing_slashes(path)
 
 
 def check_new_file(flag, path, overwrite):

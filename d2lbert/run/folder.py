@@ -21,9 +21,9 @@ import tempfile
 
 from . import checkpoint as ckpt
 from .errors import RunError, RunFault
-from .files import (check_apart, check_replaceable, check_target, is_within, make_readable,
+from .files import (check_output, check_replaceable, check_target, is_within, make_readable,
                     process_alive, remove_leftovers, replace_folder, sweep_temporaries,
-                    temporary_prefix, without_trailing_slashes)
+                    temporary_prefix)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
@@ -119,9 +119,7 @@ def folder_written_whole(flag, out, overwrite, inputs):
 
     A failed write is a RunFault (exit code 3), `out` is left as it was and the
     temporary folder removed (or swept by the next command, after a kill)."""
-    check_target(flag, out)
-    check_apart(flag, out, inputs)
-    out = without_trailing_slashes(out)
+    out = check_output(flag, out, inputs)
     if os.path.exists(out) and not os.path.isdir(out):
         raise RunError(f'{flag} {out} is a file; give a folder to write')
     created = not os.path.exists(out)
@@ -197,9 +195,7 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
     trajectory_fields: the options --resume must not change. Returns the folder.
     """
     out = options.out or os.path.join('runs', datetime.datetime.now().strftime(default_name))
-    check_target('--out', out)
-    out = without_trailing_slashes(out)
-    check_apart('--out', out, inputs)
+    out = check_output('--out', out, inputs)
     trajectory = trajectory_of(options, trajectory_fields)
     holds = os.path.isdir(out) and set(os.listdir(out)) - {LOCK_FILE}
     if options.resume:
