@@ -14,6 +14,7 @@ process is taken over, and the temporary folders a kill left behind are removed.
 import atexit
 import contextlib
 import datetime
+import fcntl
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from .files import (check_output, check_replaceable, check_target, is_within, ma
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
+HELD_LOCKS = {}  # lock file -> its open descriptor, holding the flock
 
 
 def due(step, every):
@@ -75,27 +77,46 @@ def lock_holder(path):
 
 def lock_folder(out):
     """Lock OUT for this process until it exits; refuse it while another live process
-    holds it, take over a lock left by a dead one."""
+    holds it, take over a lock left by a dead one.
+
+    The lock is `flock` on OUT/.lock (the system releases it when its process dies, so
+    two processes never both take over a dead one's), which also holds the process id
+    for the message; a live process id written there without the flock (an older
+    d2lbert) is respected too."""
     path = os.path.join(out, LOCK_FILE)
+    if path in HELD_LOCKS:  # this process locked it before (a run in a notebook...)
+        unlock_folder(path)
     while True:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
-            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             holder = lock_holder(path)
             if holder is not None and holder != os.getpid() and process_alive(holder):
-                raise RunError(f'--out {out} is being written by process {holder} (its '
-                               f'lock {path}); wait for it or choose another --out') from None
-            os.remove(path)  # a dead process's lock (or this process's own): take it over
+                raise BlockingIOError
+            if os.fstat(handle).st_ino != os.stat(path).st_ino:
+                raise FileNotFoundError  # removed by its holder meanwhile: try again
+        except FileNotFoundError:
+            os.close(handle)
             continue
-        with os.fdopen(handle, 'w') as f:
-            f.write(f'{os.getpid()}\n')
+        except BlockingIOError:
+            os.close(handle)
+            holder = lock_holder(path)
+            raise RunError(f'--out {out} is being written by '
+                           f'{"process " + str(holder) if holder else "another process"} '
+                           f'(its lock {path}); wait for it or choose another --out') from None
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f'{os.getpid()}\n'.encode(), 0)
+        HELD_LOCKS[path] = handle
         atexit.register(unlock_folder, path)
         return path
 
 
 def unlock_folder(path):
+    """Remove this process's lock file (then release its flock)."""
     if lock_holder(path) == os.getpid():
         os.remove(path)
+    if path in HELD_LOCKS:
+        os.close(HELD_LOCKS.pop(path))
 
 
 def check_still_locked(flag, out, lock):
