@@ -375,11 +375,12 @@ def main(argv=None):
             FileNotFoundError) as error:
         print(f'd2lbert {args.command}: error: {error}', file=sys.stderr)
         return 2
-    except OSError as error:  # e.g. a folder it may not read or write
+    except OSError as error:  # e.g. a folder it may not read or write, a full disk
+        from .run.files import is_disk_full
         where = f'{error.filename}: ' if error.filename else ''
         print(f'd2lbert {args.command}: error: {where}{error.strerror or error}',
               file=sys.stderr)
-        return 2
+        return 3 if is_disk_full(error) else 2
     except KeyboardInterrupt as stop:  # Ctrl-C (SIGINT) or SIGTERM (`Stopped`)
         signum = stop.signum if isinstance(stop, Stopped) else 2
         print(f'\nd2lbert {args.command}: stopped by {"SIGTERM" if signum == 15 else "SIGINT"}'

@@ -190,11 +190,13 @@ def check_results_file(out, wikitext):
     folder made, never a link or the corpus --wikitext."""
     from d2lbert.run.errors import RunError
     from d2lbert.run.files import check_output
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     try:
         check_output('--out', out, {'--wikitext': wikitext})
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     except RunError as err:
         sys.exit(f'pretrain_study: {err}')
+    except OSError as err:
+        sys.exit(f'pretrain_study: --out {out}: {err.strerror}')
 
 
 def write_results(out, results):

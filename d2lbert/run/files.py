@@ -317,6 +317,11 @@ def remove_leftovers(folder):
                 os.remove(path)
 
 
+def is_disk_full(error):
+    """Whether an OSError says the disk (or the user's quota) is full."""
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 def disk_fault(path, error):
     """The RunFault for an OSError while a run writes `path` (e.g. a full disk)."""
     return RunFault(f'cannot write {path}: {error.strerror or error}; the last complete '

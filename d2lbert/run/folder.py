@@ -22,7 +22,8 @@ import tempfile
 
 from . import checkpoint as ckpt
 from .errors import RunError, RunFault
-from .files import (check_output, check_replaceable, check_target, is_within, make_readable,
+from .files import (check_output, check_replaceable, check_target, is_disk_full, is_within,
+                    make_readable,
                     process_alive, remove_leftovers, replace_folder, sweep_temporaries,
                     temporary_prefix)
 
@@ -186,6 +187,8 @@ def written_beside(flag, out, parent):
             from None
     try:
         yield tmp
+    except RunFault as fault:  # a file of it (`write_file_atomically`): named as it will be
+        raise RunFault(str(fault).replace(tmp, out)) from None
     except OSError as error:
         if error.filename is not None and not is_within(error.filename, tmp) \
                 and not is_within(error.filename, out):
@@ -243,5 +246,6 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
             with open(os.path.join(out, RUN_FILE), 'w', encoding='utf-8') as f:
                 json.dump({'command': command, 'options': trajectory}, f, indent=2)
     except OSError as error:
-        raise RunError(f'--out {out} is not writable: {error.strerror}') from None
+        fault = RunFault if is_disk_full(error) else RunError
+        raise fault(f'--out {out} is not writable: {error.strerror}') from None
     return out
