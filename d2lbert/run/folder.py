@@ -23,9 +23,8 @@ import tempfile
 from . import checkpoint as ckpt
 from .errors import RunError, RunFault
 from .files import (check_output, check_replaceable, check_target, is_disk_full, is_within,
-                    make_readable,
-                    process_alive, remove_leftovers, replace_folder, sweep_temporaries,
-                    temporary_prefix)
+                    make_readable, process_alive, remove_leftovers, replace_folder,
+                    sweep_temporaries, temporary_prefix)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
@@ -150,8 +149,8 @@ def folder_written_whole(flag, out, overwrite, inputs):
         os.makedirs(out, exist_ok=True)  # to hold the lock
         lock = lock_folder(out)
     except OSError as error:
-        raise RunError(f'{flag} {out}: cannot write in {parent} ({error.strerror})') \
-            from None
+        fault = RunFault if is_disk_full(error) else RunError
+        raise fault(f'{flag} {out}: cannot write in {parent} ({error.strerror})') from None
     finished = False
     try:
         if holds_files(out) and not overwrite:
@@ -183,8 +182,8 @@ def written_beside(flag, out, parent):
     try:
         tmp = tempfile.mkdtemp(prefix=temporary_prefix(), dir=parent)
     except OSError as error:
-        raise RunError(f'{flag} {out}: cannot write in {parent} ({error.strerror})') \
-            from None
+        fault = RunFault if is_disk_full(error) else RunError
+        raise fault(f'{flag} {out}: cannot write in {parent} ({error.strerror})') from None
     try:
         yield tmp
     except RunFault as fault:  # a file of it (`write_file_atomically`): named as it will be
