@@ -315,8 +315,9 @@ def concurrent_cases(w, root, results, rounds):
             b = run_process(command_args(second, w, out, overwrite=over))
             errs = [p.communicate(timeout=600)[1] for p in (a, b)]
             codes = [p.returncode for p in (a, b)]
-            clear = all('Traceback' not in e and len(e.strip().splitlines()) <= 1
-                        for e in errs)
+            errs = ['\n'.join(line for line in e.strip().splitlines() if '%|' not in line)
+                    for e in errs]  # not the progress bars
+            clear = all('Traceback' not in e and len(e.splitlines()) <= 1 for e in errs)
             # never both without --overwrite; a run refused by the other keeps its folder
             expected = codes.count(0) >= 1 and (over or codes.count(0) == 1)
             intact = True
@@ -333,8 +334,10 @@ def concurrent_cases(w, root, results, rounds):
 
 
 def kill_cases(w, root, results, rounds):
-    """SIGKILL or SIGTERM at a random instant; then the output is the old state or the
-    new whole one, the next command sweeps the temporaries, --resume continues."""
+    """SIGKILL or SIGTERM at a random instant once the command has started writing (a
+    SIGTERM while Python still loads MXNet ends it at once, nothing written); then the
+    output is the old state or the new whole one, the next command sweeps the
+    temporaries, --resume continues."""
     for command in ('convert --to-hf', 'convert --from-hf', 'finetune', 'pretrain',
                     'predict (SQuAD)', 'encode'):
         for index in range(rounds):
@@ -342,7 +345,11 @@ def kill_cases(w, root, results, rounds):
             case_dir = tempfile.mkdtemp(dir=root, prefix='kill-')
             out = os.path.join(case_dir, 'out' + ('.npy' if command == 'encode' else ''))
             process = run_process(command_args(command, w, out))
-            time.sleep(random.uniform(1.5, 6))
+            deadline = time.time() + 60  # once it has started writing (Python loaded)
+            while not os.listdir(case_dir) and time.time() < deadline \
+                    and process.poll() is None:
+                time.sleep(0.05)
+            time.sleep(random.uniform(0, 1.5))
             process.send_signal(sig)
             _, err = process.communicate(timeout=120)
             code = process.returncode

@@ -266,9 +266,11 @@ def test_a_failed_convert_leaves_nothing(workspace, tmp_path, capsys, monkeypatc
     assert os.listdir(tmp_path) == []
 
 
-# 11. SIGTERM: one line, exit code 128 + 15, the lock released, the temporaries removed.
+# 11. SIGTERM (and Ctrl-C): one line, exit code 128 + the signal, the lock released, the
+#     temporaries removed.
 
-def test_sigterm_ends_a_run_with_one_line_and_no_lock(workspace, tmp_path):
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_a_run_with_one_line_and_no_lock(sig, workspace, tmp_path):
     out = tmp_path / 'run'
     args = writing_command('finetune', workspace, str(out), tmp_path)
     args[args.index('--epochs') + 1] = '1000'
@@ -279,12 +281,12 @@ def test_sigterm_ends_a_run_with_one_line_and_no_lock(workspace, tmp_path):
         deadline = time.time() + 120
         while not (out / 'metrics.jsonl').exists() and time.time() < deadline:
             time.sleep(0.2)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(sig)
         _, err = process.communicate(timeout=60)
     finally:
         process.kill()
-    assert process.returncode == 128 + signal.SIGTERM, err
-    assert len(err.strip().splitlines()) == 1 and 'SIGTERM' in err, err
+    assert process.returncode == 128 + sig, err
+    assert len(err.strip().splitlines()) == 1 and sig.name in err, err
     assert not (out / '.lock').exists()
     assert not [name for name in os.listdir(out) if name.startswith('.tmp')]
 
