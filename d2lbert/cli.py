@@ -366,7 +366,7 @@ def main(argv=None):
     from .run.errors import RunError, RunFault
     from .run.signals import Stopped, stop_on_sigterm
     try:
-        with stop_on_sigterm():
+        with stop_on_sigterm(then_ignore=argv is None):  # None: the program's own argv
             exit_code = args.run(args)
     except RunFault as error:
         print(f'd2lbert: {error}', file=sys.stderr)

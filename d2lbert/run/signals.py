@@ -22,9 +22,12 @@ def raise_stopped(signum, frame):
 
 
 @contextlib.contextmanager
-def stop_on_sigterm():
+def stop_on_sigterm(then_ignore=False):
     """Within the block, SIGTERM raises `Stopped` (in the main thread only: elsewhere
-    Python can't install a handler, and the default stays)."""
+    Python can't install a handler, and the default stays). then_ignore: the process
+    ends after the block (the `d2lbert` program), so SIGTERM and Ctrl-C are ignored
+    from then on: the command is done, its outputs in place, and a signal while Python
+    and MXNet shut down must not turn its success into a kill."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -32,4 +35,6 @@ def stop_on_sigterm():
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if then_ignore else previous)
+        if then_ignore:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
