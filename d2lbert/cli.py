@@ -8,8 +8,11 @@ from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
 from .finetuning.finetune_data import SQUAD_TASKS
 from .pretraining.pretrain import PretrainOptions
-from .run.options import Options, integer, option, text
+from .run.options import Options, choice, integer, option, text
 from .util.options import check_folder, check_output_file, check_text
+
+# inference runs on the CPU, where MXNet has no float16 matrix product
+INFERENCE_PRECISIONS = ('fp32', 'bf16')
 
 
 def add_pretrain_parser(subparsers):
@@ -77,6 +80,8 @@ class PredictOptions(Options):
     batch_size: int = option(64, 'examples per batch', integer(1))
     overwrite: bool = option(False, 'replace the file --out if it exists (SQuAD: the '
                              'folder --out, whole) (default: refuse)')
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
 
 
 def add_predict_parser(subparsers):
@@ -90,12 +95,20 @@ def add_predict_parser(subparsers):
     parser.set_defaults(run=run_predict)
 
 
+def check_cpu_precision(precision):
+    """--precision bf16 needs a CPU with avx512_bf16 or AMX (`run.precision`)."""
+    import mxnet as mx
+    from .run.precision import check_hardware
+    check_hardware(precision, [mx.cpu()])
+
+
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
     from .run.files import check_new_file, check_output
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
+    check_cpu_precision(args.precision)
     check_folder('--model', args.model)
     info = load_task_info(model_folder(args.model))
     if args.question is not None or args.context is not None:
@@ -111,7 +124,8 @@ def run_predict(args):
         return run_predict_squad(args)
     check_output_file('--out', args.out)
     check_new_file('--out', args.out, args.overwrite)
-    summary = predict(args.model, args.data, args.out, args.batch_size, overwrite=args.overwrite)
+    summary = predict(args.model, args.data, args.out, args.batch_size,
+                      precision=args.precision, overwrite=args.overwrite)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
     print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
@@ -130,7 +144,8 @@ def run_predict_squad(args):
                          'folder (predictions.json, null_odds.json)')
     inputs = {'--data': args.data, '--model': args.model}
     with folder_written_whole('--out', args.out, args.overwrite, inputs) as tmp:
-        summary = predict_squad(args.model, args.data, tmp, args.batch_size)
+        summary = predict_squad(args.model, args.data, tmp, args.batch_size,
+                                precision=args.precision)
     files = [os.path.join(args.out, os.path.basename(path)) for path in summary['files']]
     print(f'wrote the answers to {summary["examples"]} questions to {" and ".join(files)}')
     if summary['scores']:
@@ -150,7 +165,8 @@ def run_answer(args, info):
         raise ValueError(f'--question: --model {args.model} is a {info.task!r} model, not '
                          'a question-answering one (d2lbert finetune --task squad2 or '
                          'squad1)')
-    result = answer_question(args.model, args.question, args.context)
+    result = answer_question(args.model, args.question, args.context,
+                             precision=args.precision)
     odds = f'null odds {result["null_odds"]:.4f}, threshold {result["threshold"]:.4f}'
     if result['answer']:
         print(f'answer: {result["answer"]}\n({odds})')
@@ -169,6 +185,8 @@ class EncodeOptions(Options):
                        text(optional=True))
     overwrite: bool = option(False, 'replace the file --save if it exists (default: refuse)')
     text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
 
 
 def add_encode_parser(subparsers):
@@ -189,8 +207,10 @@ def split_pair(text):
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
+    from .run.precision import use_precision
     from .run.files import check_new_file, check_output, write_file_atomically
     args = EncodeOptions.from_arguments(args)
+    check_cpu_precision(args.precision)
     tokens_a, tokens_b = split_pair(args.text)
     save = args.save
     if save is not None:
@@ -198,6 +218,7 @@ def run_encode(args):
         check_output('--save', save, {'--model': args.model})
         check_new_file('--save', save, args.overwrite)
     net, vocab = load_model_flag(args.model)
+    use_precision(net, args.precision)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if save:
         write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True,
@@ -291,6 +312,14 @@ def check_gpu_usable(device):
                          f'{usable or "none"})')
 
 
+def check_bench_precision(options):
+    """bench --precision bf16 needs a CPU (or GPU) that computes in bfloat16."""
+    import mxnet as mx
+    from .run.precision import check_hardware
+    kind, _, index = options.device.partition(':')
+    check_hardware(options.precision, [mx.gpu(int(index)) if kind == 'gpu' else mx.cpu()])
+
+
 def run_bench(args):
     """Every flag is checked (by `BenchOptions`) before the first measurement."""
     import json
@@ -303,6 +332,7 @@ def run_bench(args):
     options = (BenchOptions.quick_options(**chosen) if chosen.get('quick')
                else BenchOptions(**chosen))
     check_gpu_usable(options.device)
+    check_bench_precision(options)
     if args.json is not None:
         check_output_file('--json', args.json)
         check_output('--json', args.json, {'--wikitext': options.wikitext})

@@ -1,5 +1,5 @@
 """The data of a fine-tuning run on a labelled task (a class, a number or tags per text
-or pair): what `finetune.FinetuneRun` trains on, and how it scores the dev set.
+or pair): what `finetune.Finetuning` trains on, and how it scores the dev set.
 
 A task object tells the training loop everything it needs to know about the task (the
 other kind is `qa_task.QuestionAnsweringTask`)::

@@ -1,12 +1,13 @@
 """`d2lbert pretrain`: pretrain BERT on WikiText (or your text), with progress,
-held-out evaluation, atomic checkpoints and exact resume."""
+held-out evaluation, atomic checkpoints and exact resume.
+
+The training loop is the one fine-tuning runs too (`run.loop`); `Pretraining` gives it
+pretraining's data, losses, evaluation and checkpoint state."""
 import dataclasses
-import math
 import os
-import time
 
 import mxnet as mx
-from mxnet import init, np
+from mxnet import init
 
 from ..data import load_data_wiki
 from ..data.download import WIKITEXT_ARCHIVES
@@ -14,18 +15,21 @@ from ..model import BERTConfig, BERTModel
 from ..model.config import SIZES
 from ..run import checkpoint as ckpt
 from ..run.devices import check_gpu_ids, training_contexts
-from ..run.errors import RunError, TrainingDiverged
+from ..run.errors import RunError
 from ..run.files import disk_fault
-from ..run.folder import due, prepare_out_dir
-from ..run.metrics import IntervalMeans, MetricsLog
-from ..run.optimizer import OPTIMIZERS, learning_rate, load_trainer_states, make_trainer
-from ..run.step import forward_backward, optimizer_step, seed_step
+from ..run.folder import prepare_out_dir
+from ..run.loop import Cadence, Schedule, TrainingLoop
+from ..run.loss_scale import DynamicLossScale
+from ..run.metrics import MetricsLog
+from ..run.optimizer import OPTIMIZERS, load_trainer_states, make_trainer
+from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
+                             resolve_precision, use_precision)
+from ..run.step import forward_backward, seed_step
 from ..run.options import Options, choice, fraction, integer, number, option, optional, text
 from ..util.options import check_int
 from .collapse import collapse_warning
 from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
 from .evaluate import evaluate
-from .loss_scale import DynamicLossScale
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
@@ -89,7 +93,11 @@ class PretrainOptions(Options):
     gpus: str = option(None, 'comma-separated GPU ids, e.g. 0,1 (default: all usable GPUs, '
                        'else the CPU)', check_gpu_ids)
     cpu: bool = option(False, 'train on the CPU even with GPUs')
-    amp: bool = option(False, 'float16 mixed precision with dynamic loss scaling (GPU only)')
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32, bf16 '
+                            '(CPUs with avx512_bf16 or AMX, recent GPUs) or fp16 (GPUs, '
+                            'with dynamic loss scaling); weights stay float32',
+                            choice(PRECISIONS))
+    amp: bool = option(False, 'the same as --precision fp16')
     eval_every: int = option(100, 'held-out evaluation every N steps and after the last (0: '
                              'only after the last)',
                              integer(0, note=' (0: only after the last step)'))
@@ -143,7 +151,9 @@ def check_sources(options):
 
 def resolve_contexts(options):
     """The devices to train on (see `devices.training_contexts`)."""
-    return training_contexts(options.cpu, options.gpus, options.amp)
+    ctxs = training_contexts(options.cpu, options.gpus)
+    check_hardware(resolve_precision(options.precision, options.amp), ctxs)
+    return ctxs
 
 
 def output_folder(options, worker):
@@ -209,19 +219,18 @@ def pretrain(options):
         options.batch_size, options.max_len, options.data, 'valid', vocab=vocab,
         seed=options.seed, shuffle=False)
     config = build_config(options, vocab)
-    if options.amp:
-        from mxnet.contrib import amp
-        amp.init()
     net = BERTModel.from_config(config)
     mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
     if not options.plain and worker.kernels:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
+    precision = resolve_precision(options.precision, options.amp)
+    use_precision(net, precision)
     net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
     trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
                            worker.kvstore)
-    loss_scale = DynamicLossScale() if options.amp else None
+    loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None
     log = MetricsLog(out) if worker.is_first else None
     state = {'epoch': 0, 'index': 0, 'step': 0}
     if options.resume:
@@ -250,76 +259,68 @@ def pretrain(options):
 
 def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log, config,
                 vocab, start_step, out, worker):
-    from tqdm import tqdm
-    progress = tqdm(total=options.steps, initial=start_step, unit='step',
-                    disable=not (options.progress and worker.is_first), dynamic_ncols=True)
-    losses = IntervalMeans(('mlm_loss', 'nsp_loss'))
-    pairs, tic, last_eval = 0, time.time(), None
-    for step in range(start_step + 1, options.steps + 1):
-        batches = stream.next_step(options.accumulate)
-        seed_step(options.seed, step, worker.rank)
-        trainer.set_learning_rate(learning_rate(step, options.lr, warmup_steps(options),
-                                                options.steps))
-        last = step == options.steps
-        evaluate_now = last or due(step, options.eval_every)
-        save_now = last or due(step, options.save_every)
-        log_now = evaluate_now or save_now or due(step, options.log_every)
-        metrics = forward_backward(net, batches, ctxs, with_accuracy=log_now,
-                                   loss_scale=loss_scale.scale if loss_scale else 1.0,
-                                   step_totals=worker.step_totals(batches))
-        losses.add(metrics[:2])
-        optimizer_step(net, trainer, options.clip, loss_scale)
-        pairs += sum(len(b.nsp_labels) for b in batches)
-        progress.update(1)
-        if not log_now:
-            continue
-        record = worker.add_up(  # each worker holds its part of the job's means
-            {'step': step, 'split': 'train', 'lr': trainer.learning_rate,
-             **losses.pop_means(), 'mlm_accuracy': float(metrics[2]),
-             'nsp_accuracy': float(metrics[3]), 'pairs': pairs},
-            ('mlm_loss', 'nsp_loss', 'mlm_accuracy', 'nsp_accuracy', 'pairs'))
-        if not all(math.isfinite(record[k]) for k in ('mlm_loss', 'nsp_loss')):
-            progress.close()
-            raise TrainingDiverged(
-                f'loss became {record["mlm_loss"]}/{record["nsp_loss"]} (MLM/NSP) by step '
-                f'{step}: stopped. The last good checkpoint is kept in {out}; try a lower '
-                '--lr or --clip')
-        record['pairs_per_second'] = record.pop('pairs') / (time.time() - tic)
-        pairs, tic = 0, time.time()
-        if not worker.is_first:
-            continue
-        log.write(record)
-        progress.set_postfix(mlm=f'{record["mlm_loss"]:.3f}', nsp=f'{record["nsp_loss"]:.3f}',
-                             mlm_acc=f'{record["mlm_accuracy"]:.3f}',
-                             pairs_s=f'{record["pairs_per_second"]:.0f}')
-        if evaluate_now:
-            last_eval = {'step': step, 'split': 'valid', **evaluate(net, valid_iter, ctxs[0])}
-            warning = collapse_warning(last_eval, warmup_steps(options))
-            if warning:
-                last_eval['warning'] = warning
-            log.write(last_eval)
-            progress.write(_format_eval(last_eval))
-            if warning:
-                progress.write(warning)
-            tic = time.time()
-        if save_now:
-            _check_parameters_finite(net, step, out)
-            ckpt.save_checkpoint(out, step, net, trainer, config, vocab,
-                                 {**stream.position(), 'seed': options.seed}, options.keep)
-            tic = time.time()
-    progress.close()
-    if worker.is_first:
-        log.plot()
-    return {'out': out, 'steps': options.steps, 'eval': last_eval, 'rank': worker.rank}
+    """Run the training loop (`run.loop`) on pretraining's recipe; returns the summary."""
+    recipe = Pretraining(options, net, ctxs, stream, valid_iter, config, vocab, worker)
+    loop = TrainingLoop(
+        recipe, net, trainer, Schedule(options.lr, warmup_steps(options), options.steps),
+        Cadence(options.log_every, options.eval_every, options.save_every), out, log,
+        options.clip, options.keep, worker, loss_scale, options.progress)
+    loop.run(start_step)
+    return {'out': out, 'steps': options.steps, 'eval': recipe.last_eval, 'rank': worker.rank}
 
 
-def _check_parameters_finite(net, step, out):
-    """Never checkpoint parameters that an update has turned into NaN or inf."""
-    total = sum(float(np.abs(p.data()).sum()) for p in net.collect_params().values())
-    if not math.isfinite(total):
-        raise TrainingDiverged(f'parameters became NaN/inf at step {step}: stopped without '
-                               f'saving. The last good checkpoint is kept in {out}; try a '
-                               'lower --lr or --clip')
+class Pretraining:
+    """What pretraining gives the training loop (the recipe of `run.loop`): the worker's
+    share of each step's batches from `stream` (a `distributed.ShardStream`), the MLM
+    and NSP losses (`step.forward_backward`), the held-out evaluation on valid_iter."""
+    loss_names = ('mlm_loss', 'nsp_loss')
+    score_names = ('mlm_accuracy', 'nsp_accuracy', 'mlm_baseline_accuracy')
+    eval_split = 'valid'
+    unit = 'pairs'
+    checkpoint_files = None
+
+    def __init__(self, options, net, ctxs, stream, valid_iter, config, vocab, worker):
+        self.options, self.net, self.ctxs, self.stream = options, net, ctxs, stream
+        self.valid_iter, self.config, self.vocab, self.worker = valid_iter, config, vocab, worker
+        self.last_eval = None  # the last 'valid' record
+
+    def step_batches(self, step):
+        batches = self.stream.next_step(self.options.accumulate)
+        seed_step(self.options.seed, step, self.worker.rank)
+        return batches
+
+    def forward_backward(self, batches, loss_scale, logging):
+        """The two losses; when logging, the step's MLM and NSP accuracies too."""
+        values = forward_backward(self.net, batches, self.ctxs, with_accuracy=logging,
+                                  loss_scale=loss_scale,
+                                  step_totals=self.worker.step_totals(batches))
+        metrics = dict(zip(('mlm_accuracy', 'nsp_accuracy'), values[2:]))
+        return values[:2], metrics
+
+    def examples(self, batches):
+        return sum(len(batch.nsp_labels) for batch in batches)
+
+    def record_fields(self, step):
+        return {}
+
+    def progress_fields(self, record):
+        return {'mlm': f'{record["mlm_loss"]:.3f}', 'nsp': f'{record["nsp_loss"]:.3f}',
+                'mlm_acc': f'{record["mlm_accuracy"]:.3f}',
+                'pairs_s': f'{record["pairs_per_second"]:.0f}'}
+
+    def evaluate(self, step):
+        """Held-out MLM and NSP scores (`evaluate.evaluate`), and a warning if the model
+        has collapsed (`collapse.collapse_warning`)."""
+        scores = evaluate(self.net, self.valid_iter, self.ctxs[0])
+        warning = collapse_warning({'step': step, **scores}, warmup_steps(self.options))
+        if warning:
+            scores['warning'] = warning
+        self.last_eval = {'step': step, 'split': self.eval_split, **scores}
+        return scores, [_format_eval(self.last_eval)] + ([warning] if warning else [])
+
+    def checkpoint_state(self, step):
+        """The stream's position (see `distributed.ShardStream.position`) and the seed."""
+        return {**self.stream.position(), 'seed': self.options.seed}
 
 
 def _format_eval(record):
