@@ -165,7 +165,7 @@ def run_squad_predict(tmp_path, out, capsys, monkeypatch, *extra):
     class Info:
         head, task = 'question_answering', 'squad2'
 
-    def predict_squad(model, data, folder, batch_size):
+    def predict_squad(model, data, folder, batch_size, **precision):
         files = write_prediction_files(folder, {'q1': 'theirs'}, {'q1': 0.0})
         return {'examples': 1, 'files': files, 'scores': None}
     monkeypatch.setattr(task_model, 'load_task_info', lambda folder: Info())
