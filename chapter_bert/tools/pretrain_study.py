@@ -20,7 +20,9 @@ set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
 * wikitext-static: the same with --masking static (masks drawn once, as the book).
 
 Each run's held-out evaluations (metrics.jsonl), collapse warnings and time go into the
-results file, with the machine and the date; the chapter and the README quote it, and
+results file, with the machine and the date; `--rederive-warnings` recomputes the warnings
+of the recorded evaluations with today's rule (d2lbert/pretraining/collapse.py), without
+running anything, and prints the README's tables; the chapter and the README quote it, and
 tests/test_quoted_numbers.py checks them against it. Times are wall-clock seconds of runs
 that shared the machine with each other (`--jobs`): compare accuracies, not times.
 """
@@ -179,6 +181,29 @@ def readme_tables(results):
     return '\n'.join(lines)
 
 
+def warmup_steps_of(flags):
+    """The warmup of a run with `flags` (a string): its --warmup, or a fifth of its
+    --steps (pretrain's default, 500 steps)."""
+    words = flags.split()
+    steps = int(words[words.index('--steps') + 1]) if '--steps' in words else 500
+    return int(words[words.index('--warmup') + 1]) if '--warmup' in words else steps // 5
+
+
+def rederive_warnings(results):
+    """Replace each recorded evaluation's 'warning' and each run's 'warnings' by what
+    `collapse_warning` says of them now; returns `results`."""
+    from d2lbert.pretraining.collapse import collapse_warning
+    for run in results['runs']:
+        for evaluation in run['evaluations']:
+            evaluation.pop('warning', None)
+            warning = collapse_warning(evaluation, warmup_steps_of(run['flags']))
+            if warning:
+                evaluation['warning'] = warning
+        run['final'] = run['evaluations'][-1]
+        run['warnings'] = [e['warning'] for e in run['evaluations'] if 'warning' in e]
+    return results
+
+
 def machine():
     """The CPU this ran on (d2lbert bench's description)."""
     from d2lbert.bench.machine import cpu_description
@@ -219,7 +244,17 @@ def main(argv=None):
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
                         help="only print the README's tables of the results file --out")
+    parser.add_argument('--rederive-warnings', action='store_true',
+                        help='recompute the collapse warnings of the evaluations recorded '
+                             'in --out with the current rule, rewrite it, print the tables')
     args = parser.parse_args(argv)
+    if args.rederive_warnings:
+        with open(args.out, encoding='utf-8') as f:
+            results = rederive_warnings(json.load(f))
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump(results, f, indent=1)
+        print(readme_tables(results))
+        return
     if args.readme:
         with open(args.out, encoding='utf-8') as f:
             print(readme_tables(json.load(f)))
