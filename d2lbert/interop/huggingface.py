@@ -30,8 +30,8 @@ from .hf_tasks import (UNUSED_HEADS, architecture_of, head_config, head_map, is_
 from .hf_weights import (canonical_names, check_shapes, encoder_map, load_tensors,
                          parameter_map, tensors_of)
 from ..data.vocab_files import read_wordpiece as read_tokenizer
-from ..run.files import written_as_os_errors
 from ..data.wordpiece import SPECIAL_TOKENS, WordPieceVocab
+from ..run.files import written_as_os_errors
 
 
 def _file(directory, name):
