@@ -266,3 +266,42 @@ def test_predict_refuses_a_folder_that_is_not_a_fine_tuned_model(tiny_model_fold
                              '--out', str(tmp_path / 'p.jsonl')], capsys)
     assert code == 2 and 'not a fine-tuned model folder' in stderr
     assert not (tmp_path / 'p.jsonl').exists()
+
+
+def encoder_arrays(net):
+    """{parameter name without the block prefix: NumPy array} of a model's encoder."""
+    return {name.split('_', 1)[1]: param.data().asnumpy()
+            for name, param in net.encoder.collect_params().items()}
+
+
+def test_from_scratch_has_the_models_architecture_and_vocabulary_new_parameters(
+        tiny_model_folder, task_files, tmp_path):
+    """--from-scratch: the fine-tuned model has --model's config and vocabulary, and
+    (with a learning rate too small to move anything) an encoder drawn afresh as
+    pretraining draws it (Normal(0.02), LayerNorm 1 and 0), not --model's parameters,
+    which the same run without the flag keeps. (The tiny model was drawn with seed 0, so
+    the runs use seed 1.)"""
+    from d2lbert.finetuning.task_model import load_task_model
+    pretrained, pretrained_vocab = d2lbert.load_pretrained(tiny_model_folder)
+    runs = {}
+    for name, flags in (('kept', []), ('scratch', ['--from-scratch'])):
+        out = str(tmp_path / name)
+        assert main(['finetune', '--model', tiny_model_folder, '--data',
+                     task_files['pairs_train'], '--dev', task_files['pairs_dev'], '--out', out,
+                     *QUICK, '--epochs', '1', '--lr', '1e-12', '--seed', '1', *flags]) == 0
+        net, config, vocab, _ = load_task_model(os.path.join(out, 'model'))
+        assert config == pretrained.config and vocab == pretrained_vocab
+        runs[name] = encoder_arrays(net)
+    before = encoder_arrays(pretrained)
+    assert runs['kept'].keys() == runs['scratch'].keys() == before.keys()
+    for name, value in before.items():
+        onp.testing.assert_allclose(runs['kept'][name], value, atol=1e-6)
+        scratch = runs['scratch'][name]
+        assert scratch.shape == value.shape
+        if name.endswith('gamma'):
+            onp.testing.assert_allclose(scratch, 1, atol=1e-6)
+        elif name.endswith(('beta', 'bias')):
+            onp.testing.assert_allclose(scratch, 0, atol=1e-6)
+        else:
+            assert not onp.allclose(scratch, value), name
+            assert abs(scratch.std() - 0.02) < 0.003 and abs(scratch.mean()) < 0.003, name

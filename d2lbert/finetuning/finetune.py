@@ -25,6 +25,7 @@ from ..run.errors import RunError, TrainingDiverged
 from ..run.files import disk_fault
 from ..run.folder import due, prepare_out_dir
 from ..run.metrics import IntervalMeans, MetricsLog
+from ..run.models import random_model_like
 from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
 from ..run.step import optimizer_step, seed_step
 from ..run.options import (Options, choice, fraction, integer, number, option, optional,
@@ -43,7 +44,7 @@ TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_L
 # the options --resume must not change
 TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
               'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
-              'epochs', 'seed')
+              'epochs', 'seed', 'from_scratch')
 
 
 @dataclasses.dataclass
@@ -105,6 +106,9 @@ class FinetuneOptions(Options):
     overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
     progress: bool = option(True, 'no progress bar')
     plain: bool = option(False, "run the book's model instead of the fast path")
+    from_scratch: bool = option(False, "the architecture and vocabulary of --model with "
+                                'random parameters (drawn as pretraining draws them, '
+                                'seeded by --seed): the no-pretraining baseline')
 
     def __post_init__(self):
         if isinstance(self.task, str):  # glue/MRPC as GLUE's folders, glue/mrpc as HF's
@@ -170,6 +174,8 @@ def finetune(options, pretrained):
     check_sources(options)
     ctxs = training_contexts(options.cpu, options.gpus)
     bert, vocab = pretrained
+    if options.from_scratch:
+        bert = random_model_like(bert, options.seed)
     config = bert.config
     if options.max_len > config.max_len:
         raise RunError(f'--max-len {options.max_len} exceeds the model\'s '
