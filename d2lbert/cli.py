@@ -170,13 +170,14 @@ def add_encode_parser(subparsers):
     parser.set_defaults(run=run_encode)
 
 
-def split_pair(text):
-    """'A b ||| c' -> (['a', 'b'], ['c']); (tokens, None) for a single sentence."""
+def split_pair(text, tokenize=lambda part: part.lower().split()):
+    """'A b ||| c' -> (['a', 'b'], ['c']); (tokens, None) for a single sentence. tokenize:
+    str -> tokens (default: the book's lower-cased words; a WordPiece vocabulary's own)."""
     first, _, second = text.partition('|||')
     if not first.split():
         raise ValueError(f'text must hold a sentence (a pair: "first ||| second"), '
                          f'got {text!r}')
-    return first.lower().split(), second.lower().split() if second.strip() else None
+    return tokenize(first), tokenize(second) if second.strip() else None
 
 
 def run_encode(args):
@@ -191,6 +192,8 @@ def run_encode(args):
         check_target('--save', save)
         check_apart('--save', save, {'--model': args.model})
     net, vocab = load_model_flag(args.model)
+    if hasattr(vocab, 'tokenize'):  # word pieces, as the model was trained on
+        tokens_a, tokens_b = split_pair(args.text, vocab.tokenize)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if save:
         write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)

@@ -95,7 +95,7 @@ def make_batch(examples, indices, seq_len, num_slots, masking_rng=None):
         masked = mask_tokens(token_ids, lengths, masking_rng, len(vocab),
                              vocab.num_reserved, vocab.mask_id,
                              options.mask_prob, options.mask_token_prob,
-                             options.random_token_prob)
+                             options.random_token_prob, examples.continuation)
         token_ids, num_preds = masked.token_ids, masked.num_preds
         pred_positions, labels = masked.pred_positions, masked.labels
     else:

@@ -15,6 +15,15 @@ Special tokens (``<pad> <unk> <cls> <sep> <mask>`` and any extra reserved
 token, i.e. ids below ``vocab.num_reserved``) are never chosen: there is
 nothing to learn from predicting them.
 
+**Whole words.** With a vocabulary of word pieces, masking pieces one by one lets the
+model see 'bomb' and guess '##arded' from it; Google's later BERTs and RoBERTa-style
+recipes mask *whole words* instead: given ``continuation`` (which ids are '##' pieces),
+the words of a sequence are taken in random order while their pieces fit in the same
+budget of ``max(1, round(0.15 * n))`` predictions (a word that does not fit is skipped,
+so a sequence may get fewer predictions, or none if every word is longer than its
+budget), and every piece of a chosen word is predicted. The 80/10/10 corruption is then
+drawn for each piece, as Google's ``create_pretraining_data.py`` does.
+
 The sequences are a ragged array (see :mod:`.ragged`): ``token_ids`` holds
 them back to back and ``lengths`` says how long each one is. The work is a
 handful of vectorized NumPy calls, whatever the number of sequences.
@@ -45,7 +54,8 @@ def num_predictions(num_candidates, mask_prob=0.15):
 
 
 def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
-                mask_prob=0.15, mask_token_prob=0.8, random_token_prob=0.1):
+                mask_prob=0.15, mask_token_prob=0.8, random_token_prob=0.1,
+                continuation=None):
     """Choose prediction positions and corrupt the input, as described above.
 
     Args:
@@ -53,6 +63,8 @@ def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
         lengths: int array (num_sequences,), every length >= 1.
         rng: a ``numpy.random.Generator``; the only source of randomness.
         vocab_size, num_reserved, mask_id: from the vocabulary.
+        continuation: None (every token is chosen on its own), or bool (vocab_size,):
+            the ids of the pieces that continue a word; whole words are chosen.
     Returns:
         a :class:`MaskedTokens`.
     """
@@ -65,7 +77,13 @@ def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
     num_candidates = np.add.reduceat(is_candidate.astype(np.int64), starts) \
         if len(starts) else np.zeros(0, np.int64)
     num_preds = num_predictions(num_candidates, mask_prob)
-    chosen = choose_targets(is_candidate, lengths, num_preds, rng)
+    if continuation is None:
+        chosen = choose_targets(is_candidate, lengths, num_preds, rng)
+    else:
+        chosen = choose_whole_words(is_candidate, continuation[token_ids], lengths,
+                                    num_preds, rng)
+        num_preds = np.bincount(row_ids(lengths)[chosen],
+                                minlength=len(lengths)).astype(np.int32)
     corrupted = corrupt(token_ids, chosen, rng, vocab_size, num_reserved, mask_id,
                         mask_token_prob, random_token_prob)
     pred_positions = (chosen - starts[row_ids(lengths)[chosen]]).astype(np.int32)
@@ -91,6 +109,36 @@ def choose_targets(is_candidate, lengths, num_preds, rng):
     order = np.argsort(sort_key, kind='stable')
     rank_in_sequence = np.arange(len(order)) - np.repeat(starts, lengths)
     return np.sort(order[rank_in_sequence < np.repeat(num_preds, lengths)])
+
+
+def choose_whole_words(is_candidate, is_continuation, lengths, num_preds, rng):
+    """The flat indices (int64, increasing) of the pieces of randomly chosen whole
+    words: in every sequence i, words in random order while their pieces add up to at
+    most num_preds[i] (a word too long for what is left is skipped).
+
+    is_candidate, is_continuation: bool (num_tokens,), the sequences back to back; a
+    word is a candidate piece that does not continue a word (or follows a
+    non-candidate), with the continuing candidate pieces after it.
+    lengths, num_preds: int (num_sequences,).
+    """
+    starts = offsets_from_lengths(lengths)[:-1]
+    follows_candidate = np.zeros(len(is_candidate), dtype=bool)
+    follows_candidate[1:] = is_candidate[:-1]
+    follows_candidate[starts] = False
+    word_start = is_candidate & ~(is_continuation & follows_candidate)
+    first_piece = np.flatnonzero(word_start)
+    word_of_piece = np.cumsum(word_start) - 1  # for candidate pieces
+    word_lengths = np.bincount(word_of_piece[is_candidate], minlength=len(first_piece))
+    budget = num_preds[row_ids(lengths)[first_piece]]
+    sequence = row_ids(lengths)[first_piece]
+    # words in random order within each sequence, the ones longer than the budget last
+    order = np.lexsort((rng.random(len(first_piece)), word_lengths > budget, sequence))
+    taken = np.cumsum(word_lengths[order])
+    sequence_start = np.searchsorted(sequence[order], sequence[order])
+    before = np.concatenate([[0], taken])[sequence_start]
+    chosen_words = np.zeros(len(first_piece), dtype=bool)
+    chosen_words[order] = taken - before <= budget[order]
+    return np.flatnonzero(is_candidate & chosen_words[word_of_piece])
 
 
 def corrupt(token_ids, chosen, rng, vocab_size, num_reserved, mask_id,
