@@ -16,6 +16,12 @@ accents stripped, punctuation split off, continuation pieces written '##...') wi
 special tokens `[PAD] [UNK] [CLS] [SEP] [MASK]` at ids 0..4; `data.wordpiece.
 WordPieceVocab` then tokenizes, in pretraining and in every later command, exactly
 as Hugging Face's `BertTokenizer` does.
+
+The library's trainer breaks ties between equally frequent pairs in hash order, which
+changes from one process to the next: two trainings on the same text give slightly
+different vocabularies. So a vocabulary is learned once per corpus and size, kept in
+the data cache (`loader`), and every run folder carries the one its model was trained
+with.
 """
 import numpy as np
 
