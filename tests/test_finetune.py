@@ -305,3 +305,39 @@ def test_from_scratch_has_the_models_architecture_and_vocabulary_new_parameters(
         else:
             assert not onp.allclose(scratch, value), name
             assert abs(scratch.std() - 0.02) < 0.003 and abs(scratch.mean()) < 0.003, name
+
+
+def write_sst2(task_data, path):
+    """GLUE SST-2's layout: a header, then sentence<TAB>label, 1 for a pair task's
+    'next' (the label the sentence alone can't tell, but that doesn't matter here)."""
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write('sentence\tlabel\n')
+        f.writelines(f'{example.text}\t{int(example.label == "next")}\n'
+                     for example in task_data.examples)
+    return str(path)
+
+
+def test_predict_prints_the_accuracy_of_a_labelled_sst2_file(tiny_model_folder, tmp_path,
+                                                              capsys):
+    """glue/sst2: `d2lbert predict` on a labelled dev.tsv prints its accuracy, the share
+    of the written predictions that equal the file's labels (and the best dev record's)."""
+    train = write_sst2(next_sentence_task('train', 200, seed=0), tmp_path / 'train.tsv')
+    dev_task = next_sentence_task('dev', 100, seed=1)
+    dev = write_sst2(dev_task, tmp_path / 'dev.tsv')
+    out = str(tmp_path / 'run')
+    assert main(['finetune', '--task', 'glue/sst2', '--model', tiny_model_folder, '--data',
+                 train, '--dev', dev, '--out', out, '--epochs', '2', '--batch-size', '16',
+                 '--max-len', '48',
+                 '--no-progress']) == 0
+    capsys.readouterr()
+    predictions = str(tmp_path / 'predictions.jsonl')
+    assert main(['predict', '--model', out, '--data', dev, '--out', predictions]) == 0
+    printed = re.search(r'accuracy (\d\.\d{4})', capsys.readouterr().out)
+    with open(predictions, encoding='utf-8') as f:
+        labels = [json.loads(line)['label'] for line in f]
+    expected = onp.mean([label == str(int(e.label == 'next'))
+                         for label, e in zip(labels, dev_task.examples)])
+    assert printed and float(printed.group(1)) == pytest.approx(expected, abs=5e-5)
+    with open(os.path.join(out, 'metrics.jsonl')) as f:
+        best = max(json.loads(line)['accuracy'] for line in f if '"dev"' in line)
+    assert float(printed.group(1)) == pytest.approx(best, abs=5e-5)
