@@ -11,7 +11,7 @@ import pytest
 import d2lbert
 from d2lbert.cli import main
 from d2lbert.data import bundled_corpus_directory, read_paragraphs
-from d2lbert.data.masking import mask_tokens
+from d2lbert.data.masking import mask_whole_words
 from d2lbert.data.ragged import offsets_from_lengths
 from d2lbert.data.subwords import (continuation_ids, prepare_sentence, sentence_tokenizer,
                                    train_wordpiece)
@@ -84,8 +84,9 @@ def test_whole_words_are_masked_together_within_the_budget():
     starts = offsets_from_lengths(lengths)[:-1]
     chosen_counts = onp.zeros(len(token_ids))
     for draw in range(200):
-        masked = mask_tokens(token_ids, lengths, onp.random.default_rng(draw), vocab_size,
-                             num_reserved, 4, continuation=continuation)
+        masked = mask_whole_words(token_ids, lengths, onp.random.default_rng(draw),
+                                  vocab_size,
+                                  num_reserved, 4, continuation)
         positions = starts[onp.repeat(onp.arange(len(lengths)), masked.num_preds)] \
             + masked.pred_positions
         chosen = onp.zeros(len(token_ids), dtype=bool)

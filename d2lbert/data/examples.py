@@ -32,7 +32,7 @@ import numpy as np
 
 from .cache import append_array, open_arrays
 from .encoding import TokenizedCorpus
-from .masking import mask_tokens
+from .masking import mask_corpus_tokens
 from .subwords import continuation_ids
 from .ragged import concat_ranges, offsets_from_lengths
 
@@ -148,10 +148,8 @@ def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
         chunk['token_ids'] = token_ids
         return chunk
     mask_rng = np.random.default_rng([options.seed, 1, chunk_index])
-    masked = mask_tokens(token_ids, lengths, mask_rng, len(vocab),
-                         vocab.num_reserved, vocab.mask_id, options.mask_prob,
-                         options.mask_token_prob, options.random_token_prob,
-                         continuation_ids(vocab))
+    masked = mask_corpus_tokens(token_ids, lengths, mask_rng, vocab, options,
+                                continuation_ids(vocab))
     chunk.update(token_ids=masked.token_ids, num_preds=masked.num_preds,
                  pred_positions=masked.pred_positions,
                  mlm_labels=masked.labels)

@@ -171,8 +171,7 @@ def load_data_wiki(batch_size, max_len, data=None, split='train', vocab=None,
         seed: fixes the sentence pairs, the masks and the batch order.
         shuffle, bucket_step, last_batch: see :class:`PretrainingBatches`.
         base_url: mirror for the WikiText downloads.
-        options: ``vocab_kind`` ('words' or 'wordpiece'), ``min_freq``
-            (5, words), ``vocab_size`` (8000, wordpiece), ``file_format``, ``lowercase``,
+        options: ``min_freq`` (5), ``file_format``, ``lowercase``,
             ``mask_prob``, ``mask_token_prob``, ``random_token_prob``,
             ``dynamic_masking`` (False; True draws new masks every epoch).
     Returns:

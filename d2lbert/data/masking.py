@@ -16,8 +16,8 @@ token, i.e. ids below ``vocab.num_reserved``) are never chosen: there is
 nothing to learn from predicting them.
 
 **Whole words.** With a vocabulary of word pieces, masking pieces one by one lets the
-model see 'bomb' and guess '##arded' from it; Google's later BERTs and RoBERTa-style
-recipes mask *whole words* instead: given ``continuation`` (which ids are '##' pieces),
+model see 'bomb' and guess '##arded' from it; Google's later BERTs mask *whole words*
+instead (:func:`mask_whole_words`): given ``continuation`` (which ids are '##' pieces),
 the words of a sequence are taken in random order while their pieces fit in the same
 budget of ``max(1, round(0.15 * n))`` predictions (a word that does not fit is skipped,
 so a sequence may get fewer predictions, or none if every word is longer than its
@@ -54,8 +54,7 @@ def num_predictions(num_candidates, mask_prob=0.15):
 
 
 def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
-                mask_prob=0.15, mask_token_prob=0.8, random_token_prob=0.1,
-                continuation=None):
+                mask_prob=0.15, mask_token_prob=0.8, random_token_prob=0.1):
     """Choose prediction positions and corrupt the input, as described above.
 
     Args:
@@ -63,8 +62,6 @@ def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
         lengths: int array (num_sequences,), every length >= 1.
         rng: a ``numpy.random.Generator``; the only source of randomness.
         vocab_size, num_reserved, mask_id: from the vocabulary.
-        continuation: None (every token is chosen on its own), or bool (vocab_size,):
-            the ids of the pieces that continue a word; whole words are chosen.
     Returns:
         a :class:`MaskedTokens`.
     """
@@ -77,13 +74,7 @@ def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
     num_candidates = np.add.reduceat(is_candidate.astype(np.int64), starts) \
         if len(starts) else np.zeros(0, np.int64)
     num_preds = num_predictions(num_candidates, mask_prob)
-    if continuation is None:
-        chosen = choose_targets(is_candidate, lengths, num_preds, rng)
-    else:
-        chosen = choose_whole_words(is_candidate, continuation[token_ids], lengths,
-                                    num_preds, rng)
-        num_preds = np.bincount(row_ids(lengths)[chosen],
-                                minlength=len(lengths)).astype(np.int32)
+    chosen = choose_targets(is_candidate, lengths, num_preds, rng)
     corrupted = corrupt(token_ids, chosen, rng, vocab_size, num_reserved, mask_id,
                         mask_token_prob, random_token_prob)
     pred_positions = (chosen - starts[row_ids(lengths)[chosen]]).astype(np.int32)
@@ -109,6 +100,40 @@ def choose_targets(is_candidate, lengths, num_preds, rng):
     order = np.argsort(sort_key, kind='stable')
     rank_in_sequence = np.arange(len(order)) - np.repeat(starts, lengths)
     return np.sort(order[rank_in_sequence < np.repeat(num_preds, lengths)])
+
+
+def mask_whole_words(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
+                     continuation, mask_prob=0.15, mask_token_prob=0.8,
+                     random_token_prob=0.1):
+    """`mask_tokens` for word pieces: whole words are chosen (see the module doc).
+
+    continuation: bool (vocab_size,), the ids of the pieces that continue a word.
+    Returns a :class:`MaskedTokens`; num_preds may be below the budget.
+    """
+    token_ids = np.asarray(token_ids, dtype=np.int32)
+    starts = offsets_from_lengths(lengths)[:-1]
+    is_candidate = token_ids >= num_reserved
+    num_candidates = np.add.reduceat(is_candidate.astype(np.int64), starts) \
+        if len(starts) else np.zeros(0, np.int64)
+    chosen = choose_whole_words(is_candidate, continuation[token_ids], lengths,
+                                num_predictions(num_candidates, mask_prob), rng)
+    num_preds = np.bincount(row_ids(lengths)[chosen], minlength=len(lengths))
+    corrupted = corrupt(token_ids, chosen, rng, vocab_size, num_reserved, mask_id,
+                        mask_token_prob, random_token_prob)
+    pred_positions = (chosen - starts[row_ids(lengths)[chosen]]).astype(np.int32)
+    return MaskedTokens(corrupted, num_preds.astype(np.int32), pred_positions,
+                        token_ids[chosen])
+
+
+def mask_corpus_tokens(token_ids, lengths, rng, vocab, options, continuation):
+    """The masks of a corpus's examples: `mask_tokens`, or `mask_whole_words` when the
+    vocabulary has word pieces (continuation not None). options: an `ExampleOptions`."""
+    probabilities = (options.mask_prob, options.mask_token_prob, options.random_token_prob)
+    if continuation is None:
+        return mask_tokens(token_ids, lengths, rng, len(vocab), vocab.num_reserved,
+                           vocab.mask_id, *probabilities)
+    return mask_whole_words(token_ids, lengths, rng, len(vocab), vocab.num_reserved,
+                            vocab.mask_id, continuation, *probabilities)
 
 
 def choose_whole_words(is_candidate, is_continuation, lengths, num_preds, rng):
