@@ -142,3 +142,16 @@ def test_a_wordpiece_run_carries_its_vocabulary_to_every_command(tmp_path):
     save = str(tmp_path / 'vectors.npy')
     assert main(['encode', '--model', out, 'Cranes are flying', '--save', save]) == 0
     assert onp.load(save).shape[0] == len(vocab.tokenize('Cranes are flying')) + 2
+
+
+def test_real_text_defaults_to_word_pieces_the_bundled_corpus_to_words():
+    """Without --vocab: words for the bundled corpus (the book's recipe, the default job
+    unchanged), word pieces for any other text; --vocab decides when given."""
+    from d2lbert.pretraining.pretrain import PretrainOptions, vocabulary
+    assert vocabulary(PretrainOptions()) == 'words'
+    assert vocabulary(PretrainOptions(data='wikitext-2')) == 'wordpiece'
+    assert vocabulary(PretrainOptions(data='my/text.txt')) == 'wordpiece'
+    assert vocabulary(PretrainOptions(data='my/text.txt', vocab='words')) == 'words'
+    assert vocabulary(PretrainOptions(vocab='wordpiece')) == 'wordpiece'
+    with pytest.raises(ValueError, match='--vocab'):
+        PretrainOptions(vocab='bytes')

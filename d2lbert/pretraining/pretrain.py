@@ -112,11 +112,12 @@ class PretrainOptions(Options):
                           'd2lbert launch)', choice(KVSTORES))
     num_workers: int = option(0, 'processes preparing the data (0: this process)',
                               integer(0, note=' (0: in this process)'))
-    vocab: str = option('words', "the vocabulary learned from --data: 'words' (the "
-                        "book's: the words seen --min-freq times) or 'wordpiece' (--vocab-size "
-                        'subwords, trained with Hugging Face tokenizers; whole words are '
-                        'masked, and held-out records add word_mlm_accuracy)',
-                        choice(VOCABULARIES))
+    vocab: str = option(None, "the vocabulary learned from --data: 'words' (the book's: the "
+                        "words seen --min-freq times) or 'wordpiece' (--vocab-size subwords, "
+                        'trained with Hugging Face tokenizers; whole words are masked, and '
+                        'held-out records add word_mlm_accuracy); default: words for the '
+                        'bundled corpus, wordpiece for other text',
+                        optional(choice(VOCABULARIES)))
     vocab_size: int = option(8000, '--vocab wordpiece: the most word pieces', integer(100))
     min_freq: int = option(5, "--vocab words: drop words seen fewer times", integer(1))
     progress: bool = option(True, 'no progress bar')
@@ -135,6 +136,15 @@ def warmup_steps(options):
     if options.warmup is None:
         return round(WARMUP_SHARE * options.steps)
     return options.warmup
+
+
+def vocabulary(options):
+    """--vocab, or by default 'words' for the bundled corpus (the book's recipe, whose
+    generated words all recur) and 'wordpiece' for real text, where a word list learned
+    from WikiText-2 leaves a quarter of GLUE SST-2's tokens <unk> (docs/pretraining.md)."""
+    if options.vocab is not None:
+        return options.vocab
+    return 'words' if options.data == 'bundled' else 'wordpiece'
 
 
 def check_sources(options):
@@ -211,7 +221,7 @@ def pretrain(options):
     train_iter, vocab = load_data_wiki(
         options.batch_size, options.max_len, options.data, 'train', seed=options.seed,
         num_workers=options.num_workers, min_freq=options.min_freq, last_batch='discard',
-        dynamic_masking=options.masking == 'dynamic', vocab_kind=options.vocab,
+        dynamic_masking=options.masking == 'dynamic', vocab_kind=vocabulary(options),
         vocab_size=options.vocab_size)
     valid_iter, _ = load_data_wiki(
         options.batch_size, options.max_len, options.data, 'valid', vocab=vocab,
