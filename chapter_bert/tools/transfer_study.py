@@ -28,6 +28,10 @@ the machine: the times are the result):
   vocabulary, random parameters), on the full training set and on a fixed subset of
   1,000 sentences, seeds 0, 1, 2.
 
+The whole study with the default 30 minutes runs for about three hours on 2 cores: two
+pretraining runs of 30 minutes, then 12 fine-tuning runs (the six on the full training
+set, three epochs of 67,349 sentences, take most of it). It prints its progress.
+
 `--quick` runs the same code on tiny settings in about a minute (the test runs it):
 20 pretraining steps, 5 seconds of the book's loop with batch 64, two evaluations each,
 200 training and 200 dev sentences, one epoch, seed 0. The results file records the command, the CPU and the
@@ -69,16 +73,21 @@ def log(text):
     print(f'[{time.strftime("%H:%M:%S")}] {text}', flush=True)
 
 
-def run_logged(command, env=None):
-    """Run command; returns [(seconds since start, line)] of its stdout. Exits with its
-    stderr's tail when it fails."""
+def run_logged(command, show=lambda seconds, line: None):
+    """Run command; returns [(seconds since start, line)] of its stdout, each line stamped
+    as it is printed (unbuffered) and passed to show (progress). Exits with its stderr's
+    tail when it fails."""
     tic = time.time()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
-    lines = [(time.time() - tic, line.rstrip('\n')) for line in process.stdout]
-    error = process.stderr.read()
-    if process.wait() != 0:
-        raise SystemExit(f'{" ".join(command)} failed:\n{error[-3000:]}')
+    with tempfile.TemporaryFile('w+', encoding='utf-8') as errors:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                   env=dict(os.environ, PYTHONUNBUFFERED='1'))
+        lines = []
+        for line in process.stdout:
+            lines.append((time.time() - tic, line.rstrip('\n')))
+            show(*lines[-1])
+        if process.wait() != 0:
+            errors.seek(0)
+            raise SystemExit(f'{" ".join(command)} failed:\n{errors.read()[-3000:]}')
     return lines
 
 
@@ -107,13 +116,20 @@ def pretrain_d2lbert(folder, out, minutes, quick):
                '--no-progress', *flags]
     log('d2lbert pretrain ' + ' '.join(flags))
     stamps = {}
-    for seconds, line in run_logged(command):
+
+    def stamp(seconds, line):
         match = EVAL_LINE.match(line)
         if match:
             stamps[int(match.group(1))] = seconds
             log(f'  {line[:80]} ({seconds / 60:.1f} min)')
+    run_logged(command, stamp)
+    records = read_records(out, 'valid')
+    unstamped = [r['step'] for r in records if r['step'] not in stamps]
+    if unstamped:
+        raise SystemExit(f'no printed evaluation of steps {unstamped} matched {EVAL_LINE.pattern}'
+                         ' (has `d2lbert pretrain` changed how it prints them?)')
     curve = [{'step': r['step'], 'minutes': stamps[r['step']] / 60,
-              'accuracy': whole_word_accuracy(r), **r} for r in read_records(out, 'valid')]
+              'accuracy': whole_word_accuracy(r), **r} for r in records]
     return {'flags': ' '.join(flags), 'curve': curve}
 
 
@@ -198,7 +214,7 @@ def pretrain_book(folder, scratch, minutes, quick):
     evaluations = QUICK['evaluations'] if quick else EVALUATIONS
     log(f"the book's code: {seconds / 60:g} minutes of its loop, batch {batch_size}")
     run_logged([sys.executable, __file__, '--book-run', folder, out, str(seconds),
-                str(batch_size), str(evaluations)])
+                str(batch_size), str(evaluations)], lambda _, line: print(line, flush=True))
     with open(os.path.join(out, 'book.json'), encoding='utf-8') as f:
         book = json.load(f)
     curve = evaluate_book(folder, book.pop('points'))
@@ -227,7 +243,7 @@ def finetune_sst2(model, train, dev, out, seed, from_scratch, flags):
                '--model', model, '--data', train, '--dev', dev, '--out', out, '--seed',
                str(seed), '--no-progress', *flags] + (['--from-scratch'] if from_scratch else [])
     tic = time.time()
-    run_logged(command)
+    run_logged(command, lambda _, line: line.startswith('step ') and log('    ' + line))
     best = max(r['accuracy'] for r in read_records(out, 'dev'))
     return best, time.time() - tic
 
