@@ -8,8 +8,13 @@ from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
 from .finetuning.finetune_data import SQUAD_TASKS
 from .pretraining.pretrain import PretrainOptions
-from .run.options import Options, integer, option, text
-from .util.options import check_folder, check_output_file, check_text
+from .run.options import Options, choice, integer, option, optional, text
+from .util.options import check_folder, check_output_file, check_text, flag
+
+PREDICT_BATCH_SIZE = 64
+
+# inference runs on the CPU, where MXNet has no float16 matrix product
+INFERENCE_PRECISIONS = ('fp32', 'bf16')
 
 
 def add_pretrain_parser(subparsers):
@@ -43,8 +48,13 @@ def add_finetune_parser(subparsers):
 def load_model_flag(model):
     """`load_pretrained(--model)`, its errors naming the flag."""
     from .interop import load_pretrained
+    from .interop.huggingface import PickleRefused
     try:
         return load_pretrained(model)
+    except PickleRefused as error:
+        raise ValueError(f'--model {model}: {error.path} is a pickle, and loading a pickle '
+                         'can run arbitrary code; if you trust it, convert the folder first: '
+                         f'd2lbert convert --from-hf {model} --out DIR --allow-pickle') from None
     except (FileNotFoundError, ValueError) as error:
         raise ValueError(f'--model {model}: {error}') from None
 
@@ -74,7 +84,26 @@ class PredictOptions(Options):
     question: str = option(None, "question answering: one question about --context "
                            "(printed: the answer, or '' for none)")
     context: str = option(None, 'question answering: the passage of --question')
-    batch_size: int = option(64, 'examples per batch', integer(1))
+    batch_size: int = option(None, 'examples per batch (with --data)', optional(integer(1)),
+                             shown_default=PREDICT_BATCH_SIZE)
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
+
+    def __post_init__(self):
+        if self.batch_size is None and not self.answers_one_question():
+            self.batch_size = PREDICT_BATCH_SIZE
+        super().__post_init__()
+
+    def answers_one_question(self):
+        return self.question is not None or self.context is not None
+
+    def check_together(self):
+        """--question answers one question: --data's options do not apply."""
+        if self.answers_one_question():
+            for name in ('data', 'out', 'batch_size'):
+                if getattr(self, name) is not None:
+                    raise ValueError(f'{flag(name)} does not apply to --question and '
+                                     '--context (one question): leave it out')
 
 
 def add_predict_parser(subparsers):
@@ -88,15 +117,23 @@ def add_predict_parser(subparsers):
     parser.set_defaults(run=run_predict)
 
 
+def check_cpu_precision(precision):
+    """--precision bf16 needs a CPU with avx512_bf16 or AMX (`run.precision`)."""
+    import mxnet as mx
+    from .run.precision import check_hardware
+    check_hardware(precision, [mx.cpu()])
+
+
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
     from .run.files import check_apart, check_target
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
+    check_cpu_precision(args.precision)
     check_folder('--model', args.model)
     info = load_task_info(model_folder(args.model))
-    if args.question is not None or args.context is not None:
+    if args.answers_one_question():
         return run_answer(args, info)
     for name in ('--data', '--out'):
         if getattr(args, name[2:]) is None:
@@ -109,7 +146,8 @@ def run_predict(args):
     if info.head == 'question_answering':
         return run_predict_squad(args)
     check_output_file('--out', args.out)
-    summary = predict(args.model, args.data, args.out, args.batch_size)
+    summary = predict(args.model, args.data, args.out, args.batch_size,
+                      precision=args.precision)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
     print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
@@ -124,7 +162,8 @@ def run_predict_squad(args):
     if os.path.isfile(args.out):
         raise ValueError(f'--out {args.out} is a file; a question-answering model writes a '
                          'folder (predictions.json, null_odds.json)')
-    summary = predict_squad(args.model, args.data, args.out, args.batch_size)
+    summary = predict_squad(args.model, args.data, args.out, args.batch_size,
+                            precision=args.precision)
     print(f'wrote the answers to {summary["examples"]} questions to '
           f'{" and ".join(summary["files"])}')
     if summary['scores']:
@@ -138,13 +177,12 @@ def run_answer(args, info):
         if getattr(args, name[2:]) is None:
             other = '--context' if name == '--question' else '--question'
             raise ValueError(f'{other} needs {name} too')
-    if args.data is not None or args.out is not None:
-        raise ValueError('--question answers one question: leave out --data and --out')
     if info.head != 'question_answering':
         raise ValueError(f'--question: --model {args.model} is a {info.task!r} model, not '
                          'a question-answering one (d2lbert finetune --task squad2 or '
                          'squad1)')
-    result = answer_question(args.model, args.question, args.context)
+    result = answer_question(args.model, args.question, args.context,
+                             precision=args.precision)
     odds = f'null odds {result["null_odds"]:.4f}, threshold {result["threshold"]:.4f}'
     if result['answer']:
         print(f'answer: {result["answer"]}\n({odds})')
@@ -162,6 +200,8 @@ class EncodeOptions(Options):
     save: str = option(None, 'save the vectors to this .npy file (.npy added if missing)',
                        text(optional=True))
     text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
 
 
 def add_encode_parser(subparsers):
@@ -170,30 +210,40 @@ def add_encode_parser(subparsers):
     parser.set_defaults(run=run_encode)
 
 
-def split_pair(text, tokenize=lambda part: part.lower().split()):
-    """'A b ||| c' -> (['a', 'b'], ['c']); (tokens, None) for a single sentence. tokenize:
-    str -> tokens (default: the book's lower-cased words; a WordPiece vocabulary's own)."""
+def split_pair(text):
+    """'A b ||| c' -> ('A b', 'c'); (text, None) for a single sentence."""
     first, _, second = text.partition('|||')
     if not first.split():
         raise ValueError(f'text must hold a sentence (a pair: "first ||| second"), '
                          f'got {text!r}')
-    return tokenize(first), tokenize(second) if second.strip() else None
+    return first.strip(), second.strip() or None
+
+
+def tokenize_pair(vocab, first, second):
+    """The tokens of a sentence (or a pair) as the model's own tokenizer splits them:
+    WordPiece for a WordPiece vocabulary, the book's words otherwise
+    (`data.tasks.tokenizer_for`)."""
+    from .data.tasks.encoding import tokenizer_for
+    tokenize = tokenizer_for(vocab)
+    return tokenize(first), None if second is None else tokenize(second)
 
 
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
+    from .run.precision import use_precision
     from .run.files import check_apart, check_target, write_file_atomically
     args = EncodeOptions.from_arguments(args)
-    tokens_a, tokens_b = split_pair(args.text)
+    check_cpu_precision(args.precision)
+    first, second = split_pair(args.text)
     save = args.save
     if save is not None:
         save = check_output_file('--save', save if save.endswith('.npy') else save + '.npy')
         check_target('--save', save)
         check_apart('--save', save, {'--model': args.model})
     net, vocab = load_model_flag(args.model)
-    if hasattr(vocab, 'tokenize'):  # word pieces, as the model was trained on
-        tokens_a, tokens_b = split_pair(args.text, vocab.tokenize)
+    use_precision(net, args.precision)
+    tokens_a, tokens_b = tokenize_pair(vocab, first, second)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     if save:
         write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)
@@ -220,6 +270,9 @@ class ConvertOptions(Options):
         if (self.from_hf is None) == (self.to_hf is None):
             raise ValueError('give one of --from-hf DIR (to d2lbert) and --to-hf DIR (to '
                              'Hugging Face)')
+        if self.to_hf is not None and self.allow_pickle:
+            raise ValueError('--allow-pickle does not apply to --to-hf (it reads a d2lbert '
+                             'model, never a pickle), only to --from-hf')
 
 
 def add_convert_parser(subparsers):
@@ -236,16 +289,30 @@ def run_convert(args):
     """The folder --out is written whole in a temporary folder beside it, then put in
     place: new or empty (or replaced whole with --overwrite), never holding an input."""
     import json
-    from .interop import convert_from_hf, convert_to_hf
+    from .interop.convert import read_hf_model, read_model_to_export, write_model_dir
+    from .interop.huggingface import PickleRefused, to_huggingface
     from .run.files import folder_written_whole
+    from .run.models import model_step
     args = ConvertOptions.from_arguments(args)
     source_flag = '--from-hf' if args.from_hf is not None else '--to-hf'
     source = check_folder(source_flag, args.from_hf or args.to_hf)
+    try:  # the input is read whole (and refused, naming it) before anything is written
+        if args.from_hf:
+            model = read_hf_model(source, args.allow_pickle)
+        else:
+            (net, config, vocab, labels), folder = read_model_to_export(source)
+    except PickleRefused as error:
+        raise ValueError(f'{source_flag} {source}: {error.path} is a pickle, and loading a '
+                         'pickle can run arbitrary code: pass --allow-pickle if you trust '
+                         'it') from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f'{source_flag} {source}: {error}') from None
     with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
         if args.from_hf:
-            missing = convert_from_hf(source, tmp, args.allow_pickle)
+            missing = write_model_dir(tmp, *model)
         else:
-            folder, step = convert_to_hf(source, tmp)
+            to_huggingface(net, config, vocab, tmp, labels)
+            step = model_step(folder)
             with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
                 architecture = json.load(f)['architectures'][0]
     if args.from_hf:
@@ -286,6 +353,14 @@ def check_gpu_usable(device):
                          f'{usable or "none"})')
 
 
+def check_bench_precision(options):
+    """bench --precision bf16 needs a CPU (or GPU) that computes in bfloat16."""
+    import mxnet as mx
+    from .run.precision import check_hardware
+    kind, _, index = options.device.partition(':')
+    check_hardware(options.precision, [mx.gpu(int(index)) if kind == 'gpu' else mx.cpu()])
+
+
 def run_bench(args):
     """Every flag is checked (by `BenchOptions`) before the first measurement."""
     import json
@@ -298,6 +373,7 @@ def run_bench(args):
     options = (BenchOptions.quick_options(**chosen) if chosen.get('quick')
                else BenchOptions(**chosen))
     check_gpu_usable(options.device)
+    check_bench_precision(options)
     if args.json is not None:
         check_output_file('--json', args.json)
         check_target('--json', args.json)
@@ -338,6 +414,9 @@ def add_launch_parser(subparsers):
 def run_launch(args):
     """Returns the job's exit code (that of the first process that failed)."""
     from .launch import launch
+    if args.host_ip is not None and args.hosts is None:
+        raise ValueError('--host-ip does not apply without --hosts (every process runs '
+                         'here, on 127.0.0.1)')
     command = args.job_command
     if command[:1] == ['--']:
         command = command[1:]

@@ -18,7 +18,7 @@ import d2lbert
 from d2lbert.cli import main
 from d2lbert.run import checkpoint as ckpt
 from d2lbert.data import load_data_wiki
-from d2lbert.pretraining.loss_scale import DynamicLossScale
+from d2lbert.run.loss_scale import DynamicLossScale
 from d2lbert.run.metrics import IntervalMeans
 from d2lbert.run.optimizer import make_trainer
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain, warmup_steps
@@ -281,7 +281,8 @@ def finished_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize('args, message', [
-    (['--amp', '--cpu'], '--amp .* needs a GPU'),
+    (['--amp', '--cpu'], '--precision fp16: float16 computes on GPUs only'),
+    (['--precision', 'fp16', '--cpu'], '--precision fp16: float16 computes on GPUs only'),
     (['--gpus', '7'], 'GPU id.*7.*not usable'),
     (['--out', '/proc/d2lbert-cannot-write'], 'not writable'),
     (['--config', '/nonexistent.json'], '--config /nonexistent.json'),
@@ -342,9 +343,10 @@ def test_help_explains_every_flag(capsys):
     out = capsys.readouterr().out
     for flag in ('--data', '--preset', '--config', '--batch-size', '--max-len', '--steps',
                  '--lr', '--warmup', '--weight-decay', '--clip', '--optimizer', '--accumulate',
-                 '--gpus', '--cpu', '--amp', '--eval-every', '--save-every', '--log-every',
-                 '--keep', '--out', '--resume', '--seed', '--kvstore', '--num-workers',
-                 '--min-freq', '--no-progress', '--plain', '--vocab', '--vocab-size'):
+                 '--gpus', '--cpu', '--precision', '--amp', '--eval-every', '--save-every',
+                 '--log-every', '--keep', '--out', '--resume', '--seed', '--kvstore',
+                 '--num-workers', '--min-freq', '--no-progress', '--plain', '--vocab',
+                 '--vocab-size'):
         assert flag in out, flag
     text = ' '.join(out.split())
     assert text.count('(0: only after the last)') == 2  # --eval-every, --save-every

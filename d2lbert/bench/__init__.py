@@ -3,6 +3,9 @@
 Every figure is a ratio measured in the same run, on the same machine, with the same
 thread count (absolute times on a shared machine are noisy; ratios much less so):
 
+* with `--precision bf16`, d2lbert computing in bfloat16 (`d2lbert.model.precision`)
+  beside its float32 rows, and transformers under `torch.autocast` bfloat16 beside its
+  own (pretraining steps and sentence-pair fine-tuning);
 * training steps (`step_*.py`): d2lbert, the book's `d2l.BERTModel` and GluonNLP's
   `BERTModel`, same sizes (`configs.py`), same random batch, sentence pairs per second,
   timed in interleaved rounds (`rounds.py`);
@@ -43,6 +46,24 @@ from .rounds import merge_rounds, round_orders, steps_per_round
 
 PRETRAINING_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp', 'transformers')
+BENCH_PRECISIONS = ('fp32', 'bf16')
+# the implementations that also run in reduced precision, beside their float32 rows
+REDUCED_PRECISION_IMPLEMENTATIONS = ('d2lbert', 'transformers')
+
+
+def row_name(impl, precision):
+    """The results' key of `impl` computing in `precision`: 'd2lbert', 'd2lbert bf16'."""
+    return impl if precision == 'fp32' else f'{impl} {precision}'
+
+
+def rows_of(implementations, precision):
+    """[(row name, impl, precision)]: each implementation in float32, then those
+    of REDUCED_PRECISION_IMPLEMENTATIONS in `precision` too."""
+    rows = [(impl, impl, 'fp32') for impl in implementations]
+    if precision != 'fp32':
+        rows += [(row_name(impl, precision), impl, precision) for impl in implementations
+                 if impl in REDUCED_PRECISION_IMPLEMENTATIONS]
+    return rows
 
 
 def check_device(name, device):
@@ -87,6 +108,10 @@ class BenchOptions(Options):
     e2e_config: str = option('book', 'end-to-end model size', choice(CONFIGS), cli=False)
     finetune_config: str = option('bert.small', "both fine-tuning lines' size (same names "
                                   'in SQUAD_CONFIGS)', choice(FINETUNE_CONFIGS), cli=False)
+    precision: str = option('fp32', 'bf16: also time d2lbert computing in bfloat16 and '
+                            'transformers under torch.autocast bfloat16, as rows beside '
+                            'their float32 ones (needs avx512_bf16 or AMX)',
+                            choice(BENCH_PRECISIONS))
     quick: bool = option(False, 'tiny sizes, 2 steps: checks the harness, not the speed')
 
     @classmethod
@@ -117,21 +142,24 @@ def bench_steps(options, log=print):
     rounds (`rounds.py`), each round in a fresh process."""
     results = {}
     implementations = [i for i in PRETRAINING_IMPLEMENTATIONS if i in options.only]
+    rows = {name: (impl, precision)
+            for name, impl, precision in rows_of(implementations, options.precision)}
     steps = steps_per_round(options.steps, options.rounds)
     for name in (name for name in options.configs if name in CONFIGS):
         config = get_config(name)
         valid_lens = random_batch(config)['valid_lens']
         results[name] = {'config': config.to_dict(), 'flops': step_flops(config, valid_lens)}
-        runs = {impl: [] for impl in implementations}
-        for number, order in enumerate(round_orders(implementations, options.rounds), 1):
-            for impl in order:
-                log(f'steps: {name} / {impl} (round {number} of {options.rounds}) ...')
-                runs[impl].append(run_worker(
+        runs = {row: [] for row in rows}
+        for number, order in enumerate(round_orders(list(rows), options.rounds), 1):
+            for row in order:
+                impl, precision = rows[row]
+                log(f'steps: {name} / {row} (round {number} of {options.rounds}) ...')
+                runs[row].append(run_worker(
                     {'kind': 'step', 'impl': impl, 'config_name': name, 'steps': steps,
-                     'warmup': options.warmup, 'device': options.device},
-                    options.threads, log))
-        for impl in implementations:
-            results[name][impl] = merge_rounds(runs[impl])
+                     'warmup': options.warmup, 'device': options.device,
+                     'precision': precision}, options.threads, log))
+        for row in rows:
+            results[name][row] = merge_rounds(runs[row])
     return results
 
 
@@ -143,14 +171,16 @@ def bench_finetune(options, log=print, line=FINETUNE):
     config, _, timed = finetune_examples(line, name, options.steps, options.warmup)
     runs = {'config': config.to_dict(), 'pairs': len(timed),
             'mean_pair_tokens': sum(pair.valid_len for pair in timed) / len(timed)}
-    for impl in (i for i in FINETUNE_MODULES[line] if i in options.only):
+    implementations = [i for i in FINETUNE_MODULES[line] if i in options.only]
+    precision = options.precision if line == FINETUNE else 'fp32'
+    for row, impl, precision in rows_of(implementations, precision):
         if impl == 'transformers' and options.device != 'cpu':
             continue
-        log(f'fine-tuning ({line}): {name} / {impl} ...')
-        runs[impl] = run_worker(
+        log(f'fine-tuning ({line}): {name} / {row} ...')
+        runs[row] = run_worker(
             {'kind': 'finetune', 'line': line, 'impl': impl, 'config_name': name,
              'steps': options.steps, 'warmup': options.warmup,
-             'device': options.device}, options.threads, log)
+             'device': options.device, 'precision': precision}, options.threads, log)
     return {name: runs}
 
 

@@ -25,26 +25,28 @@ def d2lbert_bert(config, ctx):
     return bert
 
 
-def ready_to_train(net, ctx, lr=1e-4):
+def ready_to_train(net, ctx, lr=1e-4, precision='fp32'):
     """`net` (a task model on an initialized BERT) and its trainer, set up as
     `d2lbert finetune` does: the new output layer initialized, the fast path,
-    hybridized, gradients added, BERTAdam."""
+    hybridized, gradients added, BERTAdam; matrix products in `precision`."""
     from mxnet import init
     from ..fast import accelerate
     from ..run.optimizer import make_trainer
+    from ..run.precision import use_precision
     net.output.initialize(init.Normal(0.02), ctx=ctx)
     accelerate(net)
+    use_precision(net, precision)
     net.hybridize(static_alloc=True)
     net.collect_params().setattr('grad_req', 'add')
     return net, make_trainer(net, 'bertadam', lr)
 
 
-def d2lbert_classifier(config, ctx, lr=1e-4):
+def d2lbert_classifier(config, ctx, lr=1e-4, precision='fp32'):
     """An initialized `BERTClassifier` of `config`'s size ready to train, and its
     trainer, set up as `d2lbert finetune` does."""
     from ..model import BERTClassifier
     return ready_to_train(BERTClassifier(d2lbert_bert(config, ctx), 3, config.dropout),
-                          ctx, lr)
+                          ctx, lr, precision)
 
 
 def host_batches(config, pairs, seed=0):
@@ -77,7 +79,8 @@ def training_steps(net, trainer, batches, ctx):
     return step
 
 
-def build_step(config, batches, ctx):
+def build_step(config, batches, ctx, precision='fp32'):
     """A zero-argument function running one classifier step on the next of `batches`
     (host `TaskBatch`es, taken in turn)."""
-    return training_steps(*d2lbert_classifier(config, ctx), batches, ctx)
+    return training_steps(*d2lbert_classifier(config, ctx, precision=precision), batches,
+                          ctx)

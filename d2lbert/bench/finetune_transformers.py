@@ -58,10 +58,13 @@ def collated(batch):
     return {**encoder_inputs(batch), 'labels': torch.tensor(batch.labels, dtype=torch.long)}
 
 
-def training_step(model, optimizer, inputs):
-    """forward + loss + backward + clipping + AdamW update; returns the loss tensor."""
+def training_step(model, optimizer, inputs, precision='fp32'):
+    """forward + loss + backward + clipping + AdamW update; returns the loss tensor.
+    precision 'bf16': the forward pass under `torch.autocast('cpu', torch.bfloat16)`,
+    PyTorch's own mixed precision (float32 weights, bf16 matrix products)."""
     import torch
-    loss = model(**inputs).loss
+    with torch.autocast('cpu', dtype=torch.bfloat16, enabled=precision == 'bf16'):
+        loss = model(**inputs).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
     optimizer.step()
@@ -75,7 +78,7 @@ def host_batches(config, pairs):
     return [padded_to_longest(chunk) for chunk in in_order(pairs, config.batch_size)]
 
 
-def training_steps(model, collate, batches, lr=1e-4):
+def training_steps(model, collate, batches, lr=1e-4, precision='fp32'):
     """A zero-argument function running one `training_step` of `model` on the next of
     `batches` (host `TaskBatch`es, taken in turn, made tensors by `collate`), on as
     many threads as OMP_NUM_THREADS says (the benchmark sets it for every
@@ -86,12 +89,12 @@ def training_steps(model, collate, batches, lr=1e-4):
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     turns = itertools.cycle(batches)
-    return lambda: training_step(model, optimizer, collate(next(turns)))
+    return lambda: training_step(model, optimizer, collate(next(turns)), precision)
 
 
-def build_step(config, batches, lr=1e-4):
+def build_step(config, batches, lr=1e-4, precision='fp32'):
     """A zero-argument function running one classifier step on the next of `batches`."""
-    return training_steps(transformers_classifier(config), collated, batches, lr)
+    return training_steps(transformers_classifier(config), collated, batches, lr, precision)
 
 
 def attention_implementation():

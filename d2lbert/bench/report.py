@@ -19,6 +19,19 @@ TARGETS = [
     ('end to end: real tokens/s vs book', ('end_to_end',), 4.0),
     ('data pipeline: speed vs d2l', ('data_pipeline',), 10.0),
 ]
+# `--precision bf16`'s targets: (description, (section, config, faster row, slower row), ratio)
+PRECISION_TARGETS = [
+    ('small: d2lbert bf16 pairs/s vs its fp32', ('steps', 'small', 'd2lbert bf16', 'd2lbert'),
+     1.6),
+    ('book: d2lbert bf16 pairs/s vs its fp32', ('steps', 'book', 'd2lbert bf16', 'd2lbert'),
+     1.3),
+    ('small: peak RSS of d2lbert fp32 / bf16 (memory)',
+     ('memory', 'small', 'd2lbert', 'd2lbert bf16'), 1.0),
+    ('fine-tuning (bert.small): d2lbert bf16 vs its fp32',
+     (FINETUNE, 'bert.small', 'd2lbert bf16', 'd2lbert'), 1.3),
+    ('fine-tuning (bert.small): d2lbert bf16 vs transformers bf16 autocast',
+     (FINETUNE, 'bert.small', 'd2lbert bf16', 'transformers bf16'), 2.5),
+]
 
 
 def _ok(result):
@@ -42,6 +55,17 @@ def finetune_ratio(results, config, impl, line=FINETUNE):
     if not (_ok(ours) and _ok(theirs)):
         return None
     return ours['pairs_per_s'] / theirs['pairs_per_s']
+
+
+def row_ratio(results, section, config, faster, slower):
+    """Row `faster`'s pairs/s over row `slower`'s in `section` ('steps', FINETUNE) of
+    `config`; section 'memory': `faster`'s peak RSS over `slower`'s, of the steps."""
+    runs = (results.get('steps' if section == 'memory' else section) or {}).get(config, {})
+    first, second = runs.get(faster), runs.get(slower)
+    if not (_ok(first) and _ok(second)):
+        return None
+    key = 'peak_rss_mb' if section == 'memory' else 'pairs_per_s'
+    return first[key] / second[key]
 
 
 def model_flops_per_s(results, config, impl='d2lbert'):
@@ -74,14 +98,19 @@ def data_pipeline_ratio(results):
 def measured(results, where):
     kind, *args = where
     return {'ratio': step_ratio, 'gemm_fraction': gemm_fraction, 'finetune': finetune_ratio,
-            'end_to_end': end_to_end_ratio, 'data_pipeline': data_pipeline_ratio}[kind](
+            'end_to_end': end_to_end_ratio, 'data_pipeline': data_pipeline_ratio,
+            'row_ratio': row_ratio}[kind](
                 results, *args)
 
 
 def evaluate_targets(results):
     """[{'target', 'value', 'required', 'passed'}]; value None: not measured."""
     rows = []
-    for text, where, required in TARGETS:
+    targets = [(text, where, required) for text, where, required in TARGETS]
+    if (results.get('options') or {}).get('precision', 'fp32') != 'fp32':
+        targets += [(text, ('row_ratio', *where), required)
+                    for text, where, required in PRECISION_TARGETS]
+    for text, where, required in targets:
         value = measured(results, where)
         rows.append({'target': text, 'value': value, 'required': required,
                      'passed': None if value is None else value >= required})
@@ -102,7 +131,7 @@ def _x(value, digits=2):
 def step_rows(results):
     rows = []
     for name, runs in (results.get('steps') or {}).items():
-        for impl in ('d2lbert', 'd2l', 'gluonnlp'):
+        for impl in ('d2lbert', 'd2lbert bf16', 'd2l', 'gluonnlp'):
             run = runs.get(impl)
             if run is None:
                 continue
@@ -133,7 +162,7 @@ def finetune_rows(results, line=FINETUNE):
     so its rows have no padding columns (`HEADERS`)."""
     rows = []
     for name, runs in (results.get(line) or {}).items():
-        for impl in ('d2lbert', 'd2l', 'transformers'):
+        for impl in ('d2lbert', 'd2lbert bf16', 'd2l', 'transformers', 'transformers bf16'):
             run = runs.get(impl)
             if run is None:
                 continue

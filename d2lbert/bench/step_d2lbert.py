@@ -19,14 +19,16 @@ def d2lbert_model(config, max_len):
         attention_dropout=config.dropout, max_len=max_len))
 
 
-def prepare_for_training(net, ctx, lr=1e-4):
-    """Initialize, accelerate, hybridize and make the trainer, like `d2lbert pretrain`
-    (D2LBERT_FUSED_KERNELS=0: the book's model)."""
+def prepare_for_training(net, ctx, lr=1e-4, precision='fp32'):
+    """Initialize, accelerate, choose the precision, hybridize and make the trainer,
+    like `d2lbert pretrain` (D2LBERT_FUSED_KERNELS=0: the book's model)."""
     from mxnet import init
     from ..fast import accelerate
     from ..run.optimizer import make_trainer
+    from ..run.precision import use_precision
     net.initialize(init.Normal(0.02), ctx=ctx)
     accelerate(net)
+    use_precision(net, precision)
     net.collect_params().setattr('grad_req', 'add')
     trainer = make_trainer(net, 'adam', lr)
     net.hybridize(static_alloc=True, static_shape=True)
@@ -40,11 +42,11 @@ def train_step(net, trainer, batch, ctx):
     optimizer_step(net, trainer, clip=None)
 
 
-def build_step(config, arrays, ctx):
+def build_step(config, arrays, ctx, precision='fp32'):
     """A zero-argument function running one training step on `arrays` (the dict of
     `configs.random_batch`) on the MXNet context `ctx`."""
     from ..data import PretrainingBatch
     net = d2lbert_model(config, max_len=config.seq_len)
-    trainer = prepare_for_training(net, ctx)
+    trainer = prepare_for_training(net, ctx, precision=precision)
     batch = PretrainingBatch(**arrays)
     return lambda: train_step(net, trainer, batch, ctx)

@@ -27,23 +27,26 @@ def context(device):
     return mx.gpu(int(index or 0)) if kind == 'gpu' else mx.cpu()
 
 
-def run_step_task(impl, config_name, steps, warmup, device='cpu', seed=0):
-    """Time `steps` training steps of implementation `impl` on the config's random batch."""
+def run_step_task(impl, config_name, steps, warmup, device='cpu', seed=0,
+                  precision='fp32'):
+    """Time `steps` training steps of implementation `impl` on the config's random batch
+    (d2lbert: its matrix products in `precision`)."""
     import importlib
     import mxnet as mx
     config = get_config(config_name)
     module = importlib.import_module(f'.{STEP_MODULES[impl]}', __package__)
-    step = module.build_step(config, random_batch(config, seed), context(device))
+    step = module.build_step(config, random_batch(config, seed), context(device),
+                             **precision_argument(precision))
     seconds = time_steps(step, steps, warmup, mx.nd.waitall)
     pairs = config.batch_size * steps
     real_tokens = int(random_batch(config, seed)['valid_lens'].sum()) * steps
     return {'impl': impl, 'config': config_name, 'steps': steps, 'warmup': warmup,
-            'seconds': seconds, 'step_seconds': seconds / steps,
+            'precision': precision, 'seconds': seconds, 'step_seconds': seconds / steps,
             'pairs_per_s': pairs / seconds, 'real_tokens_per_s': real_tokens / seconds}
 
 
 def run_finetune_task(impl, config_name, steps, warmup, device='cpu', seed=0,
-                      line=FINETUNE):
+                      line=FINETUNE, precision='fp32'):
     """Time fine-tuning steps of implementation `impl` of line `line` (`finetune_lines`)
     on the line's timed examples (pairs or windows), batched and padded its own way
     (its `host_batches`)."""
@@ -54,19 +57,21 @@ def run_finetune_task(impl, config_name, steps, warmup, device='cpu', seed=0,
     warmup_batches = module.host_batches(config, warmup_pairs)
     timed_batches = module.host_batches(config, timed_pairs)
     result = {'impl': impl, 'line': line, 'config': config_name, 'steps': len(timed_batches),
-              'warmup': len(warmup_batches)}
+              'warmup': len(warmup_batches), 'precision': precision}
     if impl == 'transformers':
         import torch
         import transformers
         from .finetune_transformers import attention_implementation
-        step = module.build_step(config, warmup_batches + timed_batches)
+        step = module.build_step(config, warmup_batches + timed_batches,
+                                 **precision_argument(precision))
         waitall = lambda: None  # noqa: E731  (PyTorch on the CPU is synchronous)
         result.update(threads=torch.get_num_threads(), torch=torch.__version__,
                       transformers=transformers.__version__,
                       attention=attention_implementation())
     else:
         import mxnet as mx
-        step = module.build_step(config, warmup_batches + timed_batches, context(device))
+        step = module.build_step(config, warmup_batches + timed_batches, context(device),
+                                 **precision_argument(precision))
         waitall = mx.nd.waitall
     seconds = time_steps(step, len(timed_batches), len(warmup_batches), waitall)
     real_tokens = sum(pair.valid_len for pair in timed_pairs)
@@ -76,6 +81,12 @@ def run_finetune_task(impl, config_name, steps, warmup, device='cpu', seed=0,
                 real_tokens_per_s=real_tokens / seconds,
                 mean_width=padded_tokens / len(timed_pairs),
                 real_share=real_tokens / padded_tokens)
+
+
+def precision_argument(precision):
+    """build_step's keyword argument for `precision`: none for fp32, so that the
+    implementations without a precision (d2l, GluonNLP, SQuAD's) are called as before."""
+    return {} if precision == 'fp32' else {'precision': precision}
 
 
 def run_gemm_task(m, k, n, device='cpu'):

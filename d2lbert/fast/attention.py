@@ -1,5 +1,6 @@
 """Multi-head attention on d2lbert's attention kernel."""
 from ..model.attention import MultiHeadAttention
+from ..model.precision import compute_dtype, fully_connected
 from . import kernels
 
 
@@ -15,7 +16,9 @@ class FusedMultiHeadAttention(MultiHeadAttention):
     The kernel takes the three projections as one matrix product whose output
     columns are interleaved per head, [q_1 k_1 v_1 q_2 k_2 v_2 ...], so that one
     head's queries, keys and values sit next to each other in memory. Where the
-    kernel can't run (GPU, float16) the book's computation runs.
+    kernel can't run (GPU, float16) the book's computation runs. Under mixed
+    precision (`d2lbert.model.precision`) the projection computes in the block's
+    `compute_dtype` and the kernel in float32.
     """
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
@@ -24,8 +27,9 @@ class FusedMultiHeadAttention(MultiHeadAttention):
                                           value_weight, query_bias, key_bias, value_bias)
         weight, bias = self.interleaved_projection(
             F, (query_weight, key_weight, value_weight), (query_bias, key_bias, value_bias))
-        qkv = F.npx.fully_connected(X, weight, bias, num_hidden=3 * self.num_hiddens,
-                                    flatten=False)  # (..., 3 * num_hiddens)
+        qkv = fully_connected(F, compute_dtype(self), X, weight, bias,
+                              num_hidden=3 * self.num_hiddens,
+                              flatten=False)  # (..., 3 * num_hiddens), float32
         if valid_lens is None:  # every key is valid
             valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
         training = kernels.training_flag(F, qkv)

@@ -27,27 +27,32 @@ gradient at a time next to the logits, not a second copy of all of them. The los
 an ordinary node of the graph: scaling it or adding other losses scales or adds its
 gradient.
 """
+from ..model.precision import COMPUTE_DTYPES, fully_connected
 from . import kernels
 
 VOCABULARY_PARTS = 8
 
 
-def masked_lm_loss(F, hidden, weight, bias, labels, slot_weights, vocab_size):
+def masked_lm_loss(F, hidden, weight, bias, labels, slot_weights, vocab_size,
+                   dtype=COMPUTE_DTYPES['float32']):
     """Weighted mean cross-entropy of the masked-LM output layer.
 
     hidden: (num_slots, num_hiddens), the MLM transform's output at the slots
     weight: (vocab_size, num_hiddens); bias: (vocab_size,): the output layer
     labels: (num_slots,) int32; slot_weights: (num_slots,), 1 real slot, 0 padding
     vocab_size: the number of rows of `weight`
+    dtype: the type the products h W^T compute in (`d2lbert.model.precision`); they
+      are returned, and reduced, in float32
     returns: (loss, products): the scalar sum(w_i * nll_i) / sum(w_i), and the logits
       without the bias, h W^T, as a list of (num_slots, part size) arrays, one for each
       part of the vocabulary (`predictions` turns them into each slot's most likely token)
     """
     bounds = part_bounds(vocab_size)
     parts = list(zip(bounds[:-1], bounds[1:]))
-    products = [F.npx.fully_connected(hidden, F.npx.slice(weight, (start, None), (end, None)),
-                                      None, num_hidden=end - start, no_bias=True,
-                                      flatten=False)
+    products = [fully_connected(F, dtype, hidden,
+                                F.npx.slice(weight, (start, None), (end, None)), None,
+                                parameters=False,  # a slice: its backward adds
+                                num_hidden=end - start, no_bias=True, flatten=False)
                 for start, end in parts]
     part_lse = F.np.stack([kernels.log_sum_exp(F, z, F.npx.slice(bias, (start,), (end,)))
                            for z, (start, end) in zip(products, parts)], axis=1)

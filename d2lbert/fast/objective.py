@@ -4,6 +4,7 @@ import weakref
 from mxnet.gluon import nn
 
 from ..model.heads import gather_positions
+from ..model.precision import compute_dtype
 from .mlm_loss import masked_lm_loss, predictions
 
 
@@ -55,7 +56,8 @@ class PretrainingObjective(nn.HybridBlock):
         nsp_logits = model.nsp(cls)
         hidden = model.mlm.transform(predicted)  # (num_slots, num_hiddens)
         mlm_loss, products = masked_lm_loss(F, hidden, output_weight, output_bias,
-                                            mlm_labels, mlm_weights, model.mlm.vocab_size)
+                                            mlm_labels, mlm_weights, model.mlm.vocab_size,
+                                            compute_dtype(model.mlm))
         nsp_labels = nsp_labels.astype('int32')
         nsp_loss = -F.npx.pick(F.npx.log_softmax(nsp_logits), nsp_labels).mean()
         if not self.with_accuracy:

@@ -9,25 +9,30 @@ An output folder::
     OUT/metrics.jsonl          'train' records (loss, lr, examples/s) and 'dev' records
     OUT/loss.png               (the task's metrics, see `finetune_data`)
 
-What is task-specific (reading the data, batches, the new layer's start, scoring the
-dev set) is a task object: `labelled_task.LabelledTask` (classes, numbers, tags) or
+The training loop is the one pretraining runs too (`run.loop`); `Finetuning` gives it
+fine-tuning's data, loss, evaluation and checkpoint state. What is task-specific
+(reading the data, batches, the new layer's start, scoring the dev set) is a task
+object: `labelled_task.LabelledTask` (classes, numbers, tags) or
 `qa_task.QuestionAnsweringTask` (SQuAD).
 """
 import dataclasses
 import math
 import os
-import time
 
 from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
 from ..run import checkpoint as ckpt
-from ..run.devices import check_gpu_ids, training_contexts
-from ..run.errors import RunError, TrainingDiverged
+from ..run.devices import check_devices, check_gpu_ids, training_contexts
+from ..run.errors import RunError
 from ..run.files import disk_fault
-from ..run.folder import due, prepare_out_dir
-from ..run.metrics import IntervalMeans, MetricsLog
+from ..run.folder import prepare_out_dir
+from ..run.loop import Cadence, Schedule, TrainingLoop
+from ..run.metrics import MetricsLog
 from ..run.models import random_model_like
-from ..run.optimizer import learning_rate, load_trainer_states, make_trainer
-from ..run.step import optimizer_step, seed_step
+from ..run.optimizer import load_trainer_states, make_trainer
+from ..run.loss_scale import DynamicLossScale
+from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
+                             use_precision)
+from ..run.step import seed_step
 from ..run.options import (Options, choice, fraction, integer, number, option, optional,
                            text)
 from ..util.options import flag
@@ -38,9 +43,11 @@ from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_m
 from .task_step import task_forward_backward
 
 MAX_SEED = 2 ** 32 - 1
+# fp16 needs the dynamic loss scaling that only pretraining's loop has so far
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
+TASK_DROPOUT = 0.1  # --dropout of the tasks but SQuAD's (which has none)
 # the options --resume must not change
 TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
               'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
@@ -57,8 +64,10 @@ class FinetuneOptions(Options):
     GluonNLP's and Google's recipes). warmup is the share of all steps.
 
     max_len None means 384 for the SQuAD tasks (one question and passage window, as
-    Google's BERT, GluonNLP and Hugging Face) and 128 for the others; doc_stride and
-    max_query_len only concern the SQuAD tasks (`data.squad.windows`).
+    Google's BERT, GluonNLP and Hugging Face) and 128 for the others. An option that
+    concerns some tasks only is None for the others, and refused when given for them:
+    doc_stride and max_query_len are the SQuAD tasks' (`data.squad.windows`), dropout
+    the other tasks', label_type csv's.
     """
     task: str = option(None, f'one of {", ".join(TASK_NAMES)}', choice(TASK_NAMES),
                        required=True, parse=str.lower)
@@ -72,25 +81,28 @@ class FinetuneOptions(Options):
                       'downloaded when --data is not given)', text(optional=True))
     out: str = option(None, 'output folder (default: runs/finetune-TASK-DATE-TIME)',
                       text(optional=True))
-    label_type: str = option('class', "csv: 'class' (label is a class name) or 'number' "
-                             '(regression)', choice(LABEL_TYPES))
+    label_type: str = option(None, "csv: 'class' (label is a class name) or 'number' "
+                             '(regression)', optional(choice(LABEL_TYPES)),
+                             shown_default='class')
     epochs: int = option(3, 'passes over the training set', integer(1))
     batch_size: int = option(32, 'examples per step', integer(1))
     max_len: int = option(None, 'longest input in tokens; longer pairs are cut longest '
                           'first; SQuAD: a question and passage window (default: 384 for '
                           'squad2/squad1, else 128)', integer(4))
-    doc_stride: int = option(DOC_STRIDE, "squad2/squad1: a long passage's windows start "
-                             'this many tokens apart', integer(1))
-    max_query_len: int = option(MAX_QUERY_LEN, 'squad2/squad1: the most question tokens (the '
-                                'rest is cut off)', integer(1))
+    doc_stride: int = option(None, "squad2/squad1: a long passage's windows start this "
+                             'many tokens apart', optional(integer(1)),
+                             shown_default=DOC_STRIDE)
+    max_query_len: int = option(None, 'squad2/squad1: the most question tokens (the rest is '
+                                'cut off)', optional(integer(1)), shown_default=MAX_QUERY_LEN)
     lr: float = option(None, 'peak learning rate (default: 1e-4 for models up to 256 hidden '
                        'units, else 3e-5)', optional(number(0, inclusive=False)))
     warmup: float = option(0.1, 'share of the steps with linear warmup; then linear decay '
                            'to 0', fraction)
     weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
                                  'parameters)', number(0))
-    dropout: float = option(0.1, 'dropout before the new output layer (SQuAD: none, as in '
-                            'the references)', fraction)
+    dropout: float = option(None, 'dropout before the new output layer (not for SQuAD, '
+                            'which has none, as the references)', optional(fraction),
+                            shown_default=TASK_DROPOUT)
     clip: float = option(1.0, 'clip the global gradient norm (0: off)', number(0))
     eval_every: int = option(0, 'evaluate on dev (and checkpoint) every N steps and after '
                              'each epoch (0: after each epoch only)',
@@ -102,6 +114,10 @@ class FinetuneOptions(Options):
     gpus: str = option(None, 'comma-separated GPU ids (default: all usable GPUs, else the '
                        'CPU)', check_gpu_ids)
     cpu: bool = option(False, 'train on the CPU even with GPUs')
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32, bf16 '
+                            '(CPUs with avx512_bf16 or AMX, recent GPUs) or fp16 (GPUs, '
+                            'with dynamic loss scaling); weights stay float32',
+                            choice(PRECISIONS))
     resume: bool = option(False, 'continue from the newest complete checkpoint in --out')
     overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
     progress: bool = option(True, 'no progress bar')
@@ -113,12 +129,37 @@ class FinetuneOptions(Options):
     def __post_init__(self):
         if isinstance(self.task, str):  # glue/MRPC as GLUE's folders, glue/mrpc as HF's
             self.task = self.task.lower()
-        if self.max_len is None and self.task in TASK_NAMES:
-            self.max_len = MAX_LEN if self.task in SQUAD_TASKS else TASK_MAX_LEN
+        if self.task in TASK_NAMES:
+            self.fill_task_defaults()
         super().__post_init__()
 
+    def fill_task_defaults(self):
+        """The defaults of the options of this task (the others stay None)."""
+        squad = self.task in SQUAD_TASKS
+        defaults = dict(max_len=MAX_LEN if squad else TASK_MAX_LEN,
+                        doc_stride=DOC_STRIDE if squad else None,
+                        max_query_len=MAX_QUERY_LEN if squad else None,
+                        dropout=None if squad else TASK_DROPOUT,
+                        label_type='class' if self.task == 'csv' else None)
+        for name, default in defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, default)
+
     def check_together(self):
-        """--task csv needs --data; a SQuAD window must leave room for the passage."""
+        """--task csv needs --data; a SQuAD window must leave room for the passage; an
+        option of other tasks is refused; --cpu and --gpus exclude each other."""
+        check_devices(self.cpu, self.gpus)
+        squad = self.task in SQUAD_TASKS
+        for name, applies, tasks in (
+                ('doc_stride', squad, 'squad2 and squad1'),
+                ('max_query_len', squad, 'squad2 and squad1'),
+                ('dropout', not squad, 'the tasks but squad2 and squad1 (whose output '
+                                       'layer has no dropout)'),
+                ('label_type', self.task == 'csv', "csv (another task's labels are "
+                                                   'fixed by the task)')):
+            if not applies and getattr(self, name) is not None:
+                raise ValueError(f'{flag(name)} does not apply to --task {self.task}, only '
+                                 f'to {tasks}')
         if self.task == 'csv' and self.data is None:
             raise ValueError('--task csv needs --data, your training file (.csv, .tsv or '
                              '.jsonl with text[, text_pair], label columns)')
@@ -173,6 +214,7 @@ def finetune(options, pretrained):
     options.validate()
     check_sources(options)
     ctxs = training_contexts(options.cpu, options.gpus)
+    check_hardware(options.precision, ctxs)
     bert, vocab = pretrained
     if options.from_scratch:
         bert = random_model_like(bert, options.seed)
@@ -201,99 +243,98 @@ def finetune(options, pretrained):
     if not options.plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
+    use_precision(net, options.precision)
     net.hybridize(static_alloc=True)
     net.collect_params().setattr('grad_req', 'add')
     lr = options.lr or default_lr(config)
     trainer = make_trainer(net, 'bertadam', lr, options.weight_decay)
     if options.resume:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
-    run = FinetuneRun(options, task, net, trainer, ctxs, config, vocab, out, log, lr)
+    steps_per_epoch = math.ceil(len(task.train) / options.batch_size)
+    total_steps = steps_per_epoch * options.epochs
+    recipe = Finetuning(options, task, net, ctxs, config, vocab, out, steps_per_epoch, state)
+    loop = TrainingLoop(
+        recipe, net, trainer,
+        Schedule(lr, round(options.warmup * total_steps), total_steps, steps_per_epoch),
+        Cadence(options.log_every, options.eval_every, options.eval_every,
+                log_with_saves=False),
+        out, log, options.clip, options.keep, progress=options.progress,
+        loss_scale=DynamicLossScale() if needs_loss_scaling(options.precision) else None)
     try:
-        return run.train(state)
+        steps = loop.run(state['step'])
     except OSError as error:  # a full disk while writing metrics, plots or checkpoints
         raise disk_fault(error.filename or out, error) from None
+    return {'out': out, 'model': os.path.join(out, 'model'), 'steps': steps,
+            'best': recipe.best}
 
 
-class FinetuneRun:
-    """The training loop of one run, its evaluation and its saving; `task` is the
-    task object (see the module doc)."""
+class Finetuning:
+    """What fine-tuning gives the training loop (the recipe of `run.loop`): the task's
+    batches, one a step, epoch after epoch; its loss (`task_step.task_forward_backward`);
+    the dev set's scores, after which the best model so far is kept in OUT/model.
 
-    def __init__(self, options, task, net, trainer, ctxs, config, vocab, out, log, lr):
-        self.options, self.task, self.net, self.trainer = options, task, net, trainer
-        self.ctxs, self.config, self.vocab, self.out, self.log = ctxs, config, vocab, out, log
-        self.info, self.lr = task.info, lr
+    state: the state.json of the checkpoint the run resumes from (a new run: epoch 0,
+    index 0, step 0, no best record).
+    """
+    loss_names = ('loss',)
+    eval_split = 'dev'
+    unit = 'examples'
 
-    def train(self, state):
-        from tqdm import tqdm
-        options = self.options
-        steps_per_epoch = math.ceil(len(self.task.train) / options.batch_size)
-        total_steps = steps_per_epoch * options.epochs
-        warmup_steps = round(options.warmup * total_steps)
-        progress = tqdm(total=total_steps, initial=state['step'], unit='step',
-                        disable=not options.progress, dynamic_ncols=True)
-        losses = IntervalMeans(('loss',))
-        step, examples, tic = state['step'], 0, time.time()
-        for epoch in range(state['epoch'], options.epochs):
-            start = state['index'] if epoch == state['epoch'] else 0
-            batches = self.task.training_batches(options.batch_size, epoch, options.seed,
-                                                 start)
-            for index, batch in enumerate(batches, start + 1):
-                step += 1
-                seed_step(options.seed, step)
-                self.trainer.set_learning_rate(
-                    learning_rate(step, self.lr, warmup_steps, total_steps))
-                losses.add([task_forward_backward(self.net, batch, self.ctxs)])
-                optimizer_step(self.net, self.trainer, options.clip)
-                examples += len(batch.valid_lens)
-                progress.update(1)
-                epoch_end = index == steps_per_epoch
-                if due(step, options.log_every) or epoch_end:
-                    record = self.log_training(step, epoch, losses, examples, tic)
-                    progress.set_postfix(loss=f'{record["loss"]:.4f}')
-                    examples, tic = 0, time.time()
-                if epoch_end or due(step, options.eval_every):
-                    position = ({'epoch': epoch + 1, 'index': 0} if epoch_end
-                                else {'epoch': epoch, 'index': index})
-                    state = {**state, **position, 'step': step}
-                    state['best'] = self.evaluate_and_save(state, progress)
-                    tic = time.time()
-        progress.close()
-        self.log.plot(('loss',), self.info.metrics, 'dev')
-        return {'out': self.out, 'model': os.path.join(self.out, 'model'),
-                'steps': step, 'best': state['best']}
+    def __init__(self, options, task, net, ctxs, config, vocab, out, steps_per_epoch, state):
+        self.options, self.task, self.net, self.ctxs = options, task, net, ctxs
+        self.config, self.vocab, self.out = config, vocab, out
+        self.steps_per_epoch, self.best = steps_per_epoch, state['best']
+        self.score_names = task.info.metrics
+        self.checkpoint_files = {TASK_FILE: task.info.to_dict()}
+        self.batches = None  # the iterator of this epoch's batches still to train
+        self.scores, self.is_best = None, False  # of the last evaluation
 
-    def log_training(self, step, epoch, losses, examples, tic):
-        record = {'step': step, 'split': 'train', 'epoch': epoch,
-                  'lr': self.trainer.learning_rate, **losses.pop_means(),
-                  'examples_per_second': examples / max(time.time() - tic, 1e-9)}
-        if not math.isfinite(record['loss']):
-            raise TrainingDiverged(
-                f'loss became {record["loss"]} by step {step}: stopped. The last good '
-                f'checkpoint is kept in {self.out}; try a lower --lr or --clip')
-        self.log.write(record)
-        return record
+    def position(self, step):
+        """(epoch, index): the epoch that `step` trains and its batches before step."""
+        return divmod(step - 1, self.steps_per_epoch)
 
-    def evaluate_and_save(self, state, progress):
-        """Score the dev set; keep OUT/model if it is the best so far (the last model
-        without a dev set); write a checkpoint. Returns the best record so far."""
-        best = state['best']
-        scores = self.task.evaluate(self.net, self.ctxs[0])
+    def step_batches(self, step):
+        epoch, index = self.position(step)
+        if index == 0 or self.batches is None:  # an epoch starts, or the run resumes
+            self.batches = iter(self.task.training_batches(
+                self.options.batch_size, epoch, self.options.seed, index))
+        batch = next(self.batches)
+        seed_step(self.options.seed, step)
+        return [batch]
+
+    def forward_backward(self, batches, loss_scale, logging):
+        return [task_forward_backward(self.net, batches[0], self.ctxs, loss_scale)], {}
+
+    def examples(self, batches):
+        return len(batches[0].valid_lens)
+
+    def record_fields(self, step):
+        return {'epoch': self.position(step)[0]}
+
+    def progress_fields(self, record):
+        return {'loss': f'{record["loss"]:.4f}'}
+
+    def evaluate(self, step):
+        """The dev set's scores (None without a dev set: the last model is then the
+        best), and whether they are the best so far."""
+        scores = self.scores = self.task.evaluate(self.net, self.ctxs[0])
         if scores is None:
-            record = {'step': state['step'], 'split': 'dev'}
-            is_best = True
-        else:
-            record = {'step': state['step'], 'split': 'dev', **scores}
-            self.log.write(record)
-            main = self.info.metrics[0]
-            is_best = best is None or scores[main] > best[main]
-            progress.write(f'step {state["step"]}: dev ' + ', '.join(
-                f'{name} {value:.4f}' for name, value in scores.items())
-                + (' (best so far: saved)' if is_best else ''))
-        if is_best:
+            self.is_best, self.best = True, {'step': step, 'split': self.eval_split}
+            return None, []
+        main = self.task.info.metrics[0]
+        self.is_best = self.best is None or scores[main] > self.best[main]
+        if self.is_best:
+            self.best = {'step': step, 'split': self.eval_split, **scores}
+        return scores, [f'step {step}: dev ' + ', '.join(
+            f'{name} {value:.4f}' for name, value in scores.items())
+            + (' (best so far: saved)' if self.is_best else '')]
+
+    def checkpoint_state(self, step):
+        """Keeps the model in OUT/model if its dev scores are the best so far; the
+        state: the position in the epochs, the best dev record, the seed."""
+        if self.is_best:
             save_task_model(os.path.join(self.out, 'model'), self.net, self.config,
-                            self.vocab, self.task.model_info(scores))
-            best = record
-        ckpt.save_checkpoint(self.out, state['step'], self.net, self.trainer, self.config,
-                             self.vocab, {**state, 'best': best}, self.options.keep,
-                             {TASK_FILE: self.info.to_dict()})
-        return best
+                            self.vocab, self.task.model_info(self.scores))
+        epoch, index = divmod(step, self.steps_per_epoch)  # the next batch's
+        return {'epoch': epoch, 'index': index, 'step': step, 'best': self.best,
+                'seed': self.options.seed}

@@ -16,6 +16,7 @@ import mxnet as mx
 from ..data.tasks import encode_task
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
+from ..run.precision import use_precision
 from .finetune_data import read_task_file_of
 from .task_model import load_task_model
 from .task_predictions import predict_encoded, task_scores_of
@@ -40,15 +41,17 @@ def label_probabilities(info, row):
     return {label: round(float(p), DIGITS) for label, p in zip(info.labels, row)}
 
 
-def predict(model, data, out, batch_size=64, plain=False):
+def predict(model, data, out, batch_size=64, plain=False, precision='fp32'):
     """Write the predictions of the model folder `model` for the task file `data` to
-    the JSON lines file `out`; returns {'examples': n, 'scores': {...} or None}."""
+    the JSON lines file `out`, the matrix products in `precision` ('fp32', 'bf16');
+    returns {'examples': n, 'scores': {...} or None}."""
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = read_task_file_of(info.task, data, info.labels,
                                   'class' if info.labels is not None else 'number')
     if not plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
+    use_precision(net, precision)
     net.hybridize(static_alloc=True)
     encoded = encode_task(task_data, vocab, info.max_len)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),

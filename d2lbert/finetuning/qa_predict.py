@@ -16,6 +16,7 @@ from tqdm import tqdm
 from ..data.squad import SquadExample, make_windows, qa_batch, read_squad
 from ..data.tasks import padded_length
 from ..run.models import model_folder
+from ..run.precision import use_precision
 from .qa_predictions import NULL_THRESHOLD, best_answers, write_prediction_files
 from .squad_metric import gold_answers, squad_evaluate
 from .task_model import load_task_model
@@ -53,7 +54,7 @@ def question_windows(examples, vocab, info):
                         with_labels=False)
 
 
-def load_qa_model(model, plain=False):
+def load_qa_model(model, plain=False, precision='fp32'):
     """(net, vocab, info) of a question-answering model folder (or a fine-tuning
     output folder), ready for inference."""
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
@@ -63,6 +64,7 @@ def load_qa_model(model, plain=False):
     if not plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
+    use_precision(net, precision)
     net.hybridize(static_alloc=True)
     return net, vocab, info
 
@@ -72,7 +74,8 @@ def is_labelled(examples):
     return all(example.answers or example.is_impossible for example in examples)
 
 
-def predict_squad(model, data, out, batch_size=64, plain=False, progress=True):
+def predict_squad(model, data, out, batch_size=64, plain=False, progress=True,
+                  precision='fp32'):
     """Answer the questions of the SQuAD file `data` with the model folder `model`;
     write OUT/predictions.json and OUT/null_odds.json (atomically, after everything
     is computed). Returns {'examples': n, 'files': [paths], 'scores': the official
@@ -81,7 +84,7 @@ def predict_squad(model, data, out, batch_size=64, plain=False, progress=True):
     Raises:
         SquadFormatError: data is not a SQuAD file (nothing is written).
     """
-    net, vocab, info = load_qa_model(model, plain)
+    net, vocab, info = load_qa_model(model, plain, precision)
     examples = read_squad(data).examples
     windows = question_windows(examples, vocab, info)
     starts, ends = window_logits(net, windows, mx.cpu(), vocab.pad_id, info.max_len,
@@ -98,7 +101,7 @@ def predict_squad(model, data, out, batch_size=64, plain=False, progress=True):
     return {'examples': len(examples), 'files': files, 'scores': scores}
 
 
-def answer_question(model, question, context, plain=False):
+def answer_question(model, question, context, plain=False, precision='fp32'):
     """The model's answer to one question about the passage `context`: a dict
 
         answer     the passage's own characters, or '' (no answer)
@@ -111,7 +114,7 @@ def answer_question(model, question, context, plain=False):
     for name, text in (('--question', question), ('--context', context)):
         if not isinstance(text, str) or not text.strip():
             raise ValueError(f'{name} must hold some text, got {text!r}')
-    net, vocab, info = load_qa_model(model, plain)
+    net, vocab, info = load_qa_model(model, plain, precision)
     examples = [SquadExample(QUESTION_ID, question, context)]
     windows = question_windows(examples, vocab, info)
     starts, ends = window_logits(net, windows, mx.cpu(), vocab.pad_id, info.max_len)

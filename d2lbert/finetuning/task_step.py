@@ -19,9 +19,10 @@ def device_arrays(batch, ctx):
             for array in batch]
 
 
-def task_forward_backward(net, batch, ctxs):
+def task_forward_backward(net, batch, ctxs, loss_scale=1.0):
     """Add to the parameters' gradients (grad_req='add') the gradient of the mean loss
-    of `batch`, a host `TaskBatch` with labels, split over ctxs.
+    of `batch`, a host `TaskBatch` with labels, split over ctxs, times loss_scale
+    (reduced precision: `run.loss_scale.DynamicLossScale`).
 
     returns: the batch's mean loss, a scalar device array on ctxs[0].
     """
@@ -34,7 +35,8 @@ def task_forward_backward(net, batch, ctxs):
             with skip_value_checks():  # the task pipeline's batches are valid
                 outputs = net(tokens, segments, valid_lens)
             loss = net.loss(outputs, labels).mean() * share
-        loss.backward()
+            scaled = loss * loss_scale
+        scaled.backward()
         total = total + loss.as_in_ctx(ctxs[0])
     return total
 

@@ -77,6 +77,16 @@ def write_tokenizer(vocab, directory):
                 os.path.join(directory, 'tokenizer_config.json'))
 
 
+class PickleRefused(ValueError):
+    """A pytorch_model.bin was not read, as allow_pickle was not given (the commands
+    name their own flag)."""
+
+    def __init__(self, path):
+        super().__init__(f'{path} is a pickle, and loading a pickle can run arbitrary code: '
+                         'pass allow_pickle=True if you trust it')
+        self.path = path
+
+
 def read_tensors(directory, allow_pickle=False):
     """(name -> NumPy array, file) of model.safetensors, else of pytorch_model.bin.
 
@@ -97,9 +107,7 @@ def read_tensors(directory, allow_pickle=False):
         raise FileNotFoundError(f'{directory} has neither model.safetensors nor '
                                 'pytorch_model.bin')
     if not allow_pickle:
-        raise ValueError(f'{pickle_file} is a pickle, and loading a pickle can run arbitrary '
-                         'code: pass allow_pickle=True (the d2lbert command: --allow-pickle) '
-                         'if you trust it')
+        raise PickleRefused(pickle_file)
     try:
         import torch
     except ImportError:
@@ -159,7 +167,7 @@ def read_directory(path):
     tokenizer = read_tokenizer(path)
     if len(tokenizer) != config.vocab_size:
         raise ValueError(f'{os.path.join(path, "vocab.txt")} has {len(tokenizer)} tokens, but '
-                         f'{config_file} says vocab_size={config.vocab_size}')
+                         f'{config_file} says vocab_size {config.vocab_size}')
     return hf_config, config, tokenizer
 
 

@@ -4,7 +4,8 @@ chapters print. It imports nothing of d2lbert but `util`; the fast path
 
 In reading order: :mod:`.config`, :mod:`.attention`, :mod:`.add_norm`,
 :mod:`.transformer`, :mod:`.encoder`, :mod:`.heads`, :mod:`.bert`; for fine-tuning
-:mod:`.classifier`, :mod:`.tagger`, :mod:`.question_answering`.
+:mod:`.classifier`, :mod:`.tagger`, :mod:`.question_answering`; :mod:`.precision`
+turns a model's matrix products to bfloat16 or float16 (mixed precision).
 """
 from .add_norm import AddNorm
 from .attention import MultiHeadAttention, masked_softmax

@@ -6,9 +6,11 @@ generated from them), :mod:`.errors` (one-line errors and their exit codes),
 folder swaps), :mod:`.folder` (the run folder: new or empty, locked, resumed only by the
 same command and options), :mod:`.models` (which model a folder means),
 :mod:`.checkpoint` (atomic checkpoints and model folders), :mod:`.step` (one
-data-parallel step: clipping, update, seeds), :mod:`.optimizer` (optimizers,
-learning-rate schedule), :mod:`.metrics` (metrics.jsonl, loss.png), :mod:`.devices`
-(usable GPUs).
+data-parallel step: clipping, update, seeds), :mod:`.loop` (the training loop that
+pretraining and fine-tuning both run), :mod:`.loss_scale` (float16 loss scaling),
+:mod:`.optimizer` (optimizers, learning-rate schedule), :mod:`.metrics` (metrics.jsonl,
+loss.png), :mod:`.devices` (usable GPUs), :mod:`.precision` (`--precision`: the hardware
+it needs, applying it).
 """
 from .devices import try_all_gpus, try_gpu
 

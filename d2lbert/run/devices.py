@@ -82,10 +82,16 @@ def check_gpu_ids(name, gpus):
     return gpus
 
 
-def training_contexts(cpu=False, gpus=None, amp=False):
+def check_devices(cpu, gpus):
+    """--cpu and --gpus exclude each other (a ValueError naming both)."""
+    if cpu and gpus is not None:
+        raise ValueError(f'--cpu trains on the CPU, --gpus {gpus} on GPUs: choose one')
+
+
+def training_contexts(cpu=False, gpus=None):
     """The devices to train on: the CPU if `cpu`, the GPUs of `gpus` ('0,1'), or every
     usable GPU else the CPU. Raises ValueError (naming the flag) for GPUs that can't be
-    used, or --amp without a GPU."""
+    used."""
     if cpu or gpus is None:
         ctxs = [mx.cpu()] if cpu else ([mx.gpu(i) for i in usable_gpu_ids()] or [mx.cpu()])
     else:
@@ -96,7 +102,4 @@ def training_contexts(cpu=False, gpus=None, amp=False):
             raise ValueError(f'--gpus {gpus}: GPU id(s) {missing} not usable here '
                              f'(usable GPUs: {usable or "none"}); use --cpu')
         ctxs = [mx.gpu(i) for i in wanted]
-    if amp and ctxs[0].device_type != 'gpu':
-        raise ValueError('--amp (float16 mixed precision) needs a GPU; '
-                         'on the CPU train in float32 (drop --amp)')
     return ctxs

@@ -3,7 +3,8 @@ import numpy as onp
 
 
 class DynamicLossScale:
-    """Dynamic loss scaling, for float16 mixed precision (`d2lbert pretrain --amp`).
+    """Dynamic loss scaling, for float16 mixed precision (`--precision fp16`);
+    the training loop (`loop.py`) applies it.
 
     Small float16 gradients underflow to 0, so the loss is multiplied by `scale`
     before the backward pass and the update divides the gradients by it. After a

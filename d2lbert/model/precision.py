@@ -1,0 +1,175 @@
+"""Mixed precision: the model's matrix products in bfloat16 or float16, everything
+else in float32.
+
+    compute_in(net, 'bfloat16')     # after net.initialize and d2lbert.fast.accelerate
+                                    # (it finds the book's classes), before hybridize
+
+A matrix product is where reduced precision pays: a CPU with avx512_bf16 multiplies
+bfloat16 matrices about twice as fast as float32 ones, a GPU's tensor cores float16
+ones many times faster, and each number is half the bytes. Softmax, LayerNorm, the
+losses and their sums stay float32: they are cheap, and their sums need float32's
+23-bit mantissa (bfloat16 keeps 7).
+
+`compute_in` leaves the parameters float32 (the "master weights": the optimizer
+updates them, checkpoints save them) and casts around each product instead: its
+inputs and parameters to the compute type, its output back to float32. The cast's
+backward casts the gradient back, so every gradient arrives in float32 too. Each
+block keeps its class's parameters and names; `compute_in` gives the blocks that
+multiply matrices a subclass that casts (as `d2lbert.fast.accelerate` does for its
+kernels) and records the compute type on every block (`compute_dtype`).
+"""
+import math
+
+import mxnet as mx
+import numpy as onp
+from mxnet.gluon import nn
+
+from .attention import MultiHeadAttention, masked_softmax
+from .heads import MaskLMDecoder, gather_positions
+from .transformer import PositionWiseFFN
+
+# MXNet 1.9 names bfloat16 with this NumPy structured type (mxnet.contrib.amp too)
+BFLOAT16 = onp.dtype([('bfloat16', onp.uint16)])
+COMPUTE_DTYPES = {'float32': onp.dtype(onp.float32), 'bfloat16': BFLOAT16,
+                  'float16': onp.dtype(onp.float16)}
+
+
+def compute_dtype(block):
+    """The type `block`'s matrix products compute in: float32 unless `compute_in`
+    chose another."""
+    return getattr(block, 'compute_dtype', COMPUTE_DTYPES['float32'])
+
+
+def cast(dtype, *arrays, parameters=False):
+    """`arrays` (NumPy-interface arrays or symbols; None stays None) cast to `dtype`,
+    as a list.
+
+    MXNet 1.9's NumPy `astype` does not know bfloat16; the legacy `amp_cast` does,
+    on oneDNN (its `Cast` is 40x slower from bfloat16 to float32), and its backward
+    casts the gradient back to the input's type. That backward writes nothing where
+    it should add, as into parameters whose gradients add up (grad_req='add', how
+    d2lbert trains): `parameters=True` puts an `identity`, whose backward adds, first
+    (a copy of each parameter)."""
+    casts = []
+    for array in arrays:
+        if array is not None:
+            legacy = array.as_nd_ndarray()
+            module = mx.sym if isinstance(legacy, mx.sym.Symbol) else mx.nd
+            if parameters:
+                legacy = module.identity(legacy)
+            array = module.amp_cast(legacy, dtype=dtype).as_np_ndarray()
+        casts.append(array)
+    return casts
+
+
+def fully_connected(F, dtype, X, weight, bias, cast_input=True, cast_output=True,
+                    parameters=True, **kwargs):
+    """`F.npx.fully_connected(X, weight, bias, **kwargs)` computed in `dtype`;
+    returns float32. cast_input=False: X is in `dtype` already; cast_output=False:
+    returns `dtype`; parameters=False: weight and bias are computed arrays (e.g. a
+    slice of a parameter), not parameters (see `cast`)."""
+    if dtype == COMPUTE_DTYPES['float32']:
+        return F.npx.fully_connected(X, weight, bias, **kwargs)
+    if cast_input:
+        X, = cast(dtype, X)
+    weight, bias = cast(dtype, weight, bias, parameters=parameters)
+    Y = F.npx.fully_connected(X, weight, bias, **kwargs)
+    return cast('float32', Y)[0] if cast_output else Y
+
+
+def batch_dtype(dtype):
+    """The type attention's batched products (`npx.batch_dot`) compute in: MXNet 1.9
+    has float16 ones (on a GPU) but no bfloat16 one, so under bfloat16 they stay
+    float32."""
+    return dtype if dtype == COMPUTE_DTYPES['float16'] else COMPUTE_DTYPES['float32']
+
+
+class ReducedPrecisionDense(nn.Dense):
+    """`nn.Dense` whose product computes in its `compute_dtype`; its activation, if
+    any, in float32. It takes and returns float32 unless told its input is in the
+    compute type already (`casts_input = False`) or its output may stay so
+    (`casts_output = False`): `ReducedPrecisionFFN` tells its two layers."""
+    casts_input = casts_output = True
+
+    def hybrid_forward(self, F, x, weight, bias=None):
+        Y = fully_connected(F, compute_dtype(self), x, weight, bias, self.casts_input,
+                            self.casts_output, no_bias=bias is None,
+                            num_hidden=self._units, flatten=self._flatten)
+        return self.act(Y) if self.act is not None else Y
+
+
+class ReducedPrecisionFFN(PositionWiseFFN):
+    """`PositionWiseFFN` whose hidden layer, the widest activations of the block,
+    stays in the compute type from `dense1` through ReLU (oneDNN has a bfloat16 ReLU)
+    to `dense2`: two casts fewer each way. With GELU (no bfloat16 GELU in MXNet 1.9)
+    the dense layers cast around themselves, as everywhere."""
+    def keep_hidden_reduced(self):
+        """Tell the two dense layers to pass the hidden layer in the compute type."""
+        if isinstance(self.activation, nn.Activation):  # ReLU
+            self.dense1.casts_output = self.dense2.casts_input = False
+
+
+class ReducedPrecisionAttention(MultiHeadAttention):
+    """`MultiHeadAttention` whose projections compute in its `compute_dtype`, and
+    its two batched products in `batch_dtype` of it; the softmax in float32."""
+    def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
+                       query_bias, key_bias, value_bias):
+        queries = self.split_heads(F, self.project(F, X, query_weight, query_bias))
+        keys = self.split_heads(F, self.project(F, X, key_weight, key_bias))
+        values = self.split_heads(F, self.project(F, X, value_weight, value_bias))
+        weights = self.dropout(self.weights(F, queries, keys, valid_lens))
+        weights = F.npx.reshape(weights, (-5, -2, -2))  # (batch * heads, seq, seq)
+        return self.output(self.merge_heads(F, self.batch_dot(F, weights, values)))
+
+    def project(self, F, X, weight, bias):
+        return fully_connected(F, compute_dtype(self), X, weight, bias,
+                               num_hidden=self.num_hiddens, flatten=False)
+
+    def weights(self, F, queries, keys, valid_lens):
+        head_dim = self.num_hiddens // self.num_heads
+        scores = self.batch_dot(F, queries, keys, transpose_b=True) / math.sqrt(head_dim)
+        scores = F.npx.reshape(scores, (-6, -1, self.num_heads, -2, -2))
+        return masked_softmax(scores, valid_lens)
+
+    def batch_dot(self, F, A, B, **kwargs):
+        """`F.npx.batch_dot(A, B, **kwargs)` in `batch_dtype`; returns float32."""
+        dtype = batch_dtype(compute_dtype(self))
+        if dtype == COMPUTE_DTYPES['float32']:
+            return F.npx.batch_dot(A, B, **kwargs)
+        return cast('float32', F.npx.batch_dot(*cast(dtype, A, B), **kwargs))[0]
+
+
+class ReducedPrecisionMaskLMDecoder(MaskLMDecoder):
+    """`MaskLMDecoder` whose output layer computes in its `compute_dtype`."""
+    def hybrid_forward(self, F, X, pred_positions, output_weight, output_bias):
+        hidden = self.transform(gather_positions(X, pred_positions))
+        return fully_connected(F, compute_dtype(self), hidden, output_weight, output_bias,
+                               num_hidden=self.vocab_size, flatten=False)
+
+
+REDUCED_PRECISION_BLOCKS = {nn.Dense: ReducedPrecisionDense,
+                            PositionWiseFFN: ReducedPrecisionFFN,
+                            MultiHeadAttention: ReducedPrecisionAttention,
+                            MaskLMDecoder: ReducedPrecisionMaskLMDecoder}
+
+
+def compute_in(net, dtype):
+    """Have `net`'s matrix products compute in `dtype` ('float32', 'bfloat16' or
+    'float16'), in place; returns `net`. Its parameters stay float32.
+
+    Blocks of the book's classes get their casting subclass; every block records
+    `compute_dtype`, which the fast path's blocks (`d2lbert.fast`) read too. Call it
+    after `d2lbert.fast.accelerate`, which looks for the book's classes."""
+    dtype = COMPUTE_DTYPES[dtype]
+
+    def record(block):
+        block.compute_dtype = dtype
+        if dtype != COMPUTE_DTYPES['float32']:
+            block.__class__ = REDUCED_PRECISION_BLOCKS.get(type(block), type(block))
+
+    def keep_hidden_reduced(block):
+        if isinstance(block, ReducedPrecisionFFN):
+            block.keep_hidden_reduced()
+    net.apply(record)
+    net.apply(keep_hidden_reduced)
+    return net

@@ -1,0 +1,87 @@
+"""`--precision fp32|bf16|fp16`: the type a command's matrix products compute in.
+
+    precision = resolve_precision(options.precision, options.amp)   # --amp: fp16
+    check_hardware(precision, ctxs)      # RunError (exit 2): one line, what is missing
+    use_precision(net, precision)        # after accelerate, before hybridize
+
+bf16 (bfloat16) runs on CPUs with avx512_bf16 or AMX and on GPUs of compute
+capability 8.0 or more; fp16 (float16) on GPUs (MXNet 1.9 has no float16 matrix
+product on a CPU) and adds dynamic loss scaling (`needs_loss_scaling`): float16's
+smallest numbers are far larger than bfloat16's, so small gradients would underflow.
+`d2lbert.model.precision` says what computes in which type.
+"""
+import mxnet as mx
+
+from ..model.precision import compute_in
+from .errors import RunError
+
+PRECISIONS = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
+CPU_BF16_FLAGS = ('avx512_bf16', 'amx_bf16')
+MIN_BF16_GPU = (8, 0)
+
+
+def resolve_precision(precision, amp=False):
+    """--precision, or 'fp16' for --amp (its older name); both: they must agree."""
+    if amp and precision not in ('fp32', 'fp16'):
+        raise RunError(f'--amp means --precision fp16: drop it or --precision {precision}')
+    return 'fp16' if amp else precision
+
+
+def check_hardware(precision, ctxs):
+    """Raise a RunError naming what is missing if the devices `ctxs` can't compute
+    in `precision`."""
+    missing = missing_hardware(precision, ctxs)
+    if missing:
+        raise RunError(f'--precision {precision}: {missing}; use --precision fp32')
+
+
+def missing_hardware(precision, ctxs):
+    """What the devices lack for `precision`, or None."""
+    if precision == 'fp32':
+        return None
+    device = ctxs[0]
+    if device.device_type != 'gpu':
+        if precision == 'fp16':
+            return 'float16 computes on GPUs only (MXNet has no float16 CPU matrix product)'
+        flags = cpu_flags()
+        if not flags & set(CPU_BF16_FLAGS):
+            return 'this CPU has neither avx512_bf16 nor amx_bf16 (see /proc/cpuinfo)'
+        return None
+    if precision == 'bf16':
+        capability = gpu_capability(device)
+        if capability is not None and capability < MIN_BF16_GPU:
+            return (f'GPU {device.device_id} has compute capability '
+                    f'{capability[0]}.{capability[1]}; bfloat16 needs 8.0 or more')
+    return None
+
+
+def cpu_flags():
+    """The CPU's feature flags (/proc/cpuinfo; an empty set where there is none)."""
+    try:
+        with open('/proc/cpuinfo') as info:
+            for line in info:
+                if line.startswith('flags'):
+                    return set(line.split(':', 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def gpu_capability(device):
+    """(major, minor) compute capability of a GPU context, or None if unknown."""
+    try:
+        major_minor = mx.util.get_cuda_compute_capability(device)
+    except (AttributeError, ValueError, RuntimeError, OSError):
+        return None
+    return divmod(int(major_minor), 10)
+
+
+def use_precision(net, precision):
+    """Have `net`'s matrix products compute in `precision`; its parameters stay
+    float32 (`d2lbert.model.precision.compute_in`). Returns net."""
+    return compute_in(net, PRECISIONS[precision])
+
+
+def needs_loss_scaling(precision):
+    """fp16 trains with dynamic loss scaling; bf16 has float32's range and does not."""
+    return precision == 'fp16'

@@ -1,0 +1,230 @@
+"""Mixed precision (`--precision`, `d2lbert.model.precision`, `d2lbert.run.precision`):
+a bf16 step agrees with float32, runs bf16 primitives, keeps float32 weights; the fp16
+graph casts where it should; hardware that lacks a precision is refused in one line."""
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as onp
+import pytest
+from mxnet import init, npx
+
+from d2lbert.bench.configs import CONFIGS, random_batch
+from d2lbert.bench.report import evaluate_targets
+from d2lbert.bench.step_d2lbert import d2lbert_model
+from d2lbert.data import PretrainingBatch
+from d2lbert.model import BERTConfig, BERTModel
+from d2lbert.model.precision import compute_in
+from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
+from d2lbert.run import precision as run_precision
+from d2lbert.run.optimizer import make_trainer
+from d2lbert.run.step import forward_backward
+from test_cli_flags import run_main
+
+npx.set_np()
+
+HAS_BF16 = bool(run_precision.cpu_flags() & set(run_precision.CPU_BF16_FLAGS))
+needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason='this CPU has neither avx512_bf16 nor '
+                                'amx_bf16: bfloat16 steps cannot run here')
+# A bf16 product keeps 8 significant bits (relative rounding 2^-9 = 0.2%) of each input;
+# sums stay float32. Measured on the 'quick' model: losses within 0.05%, the whole
+# gradient within about 1% (relative L2), the worst single parameter about 6%.
+LOSS_TOLERANCE = 0.01
+GRADIENT_TOLERANCE = 0.05
+PARAMETER_TOLERANCE = 0.2
+
+
+def losses_and_gradients(dtype, accelerated):
+    """A step of the bench's 'quick' model without dropout: (losses, {name: gradient})."""
+    config = dataclasses.replace(CONFIGS['quick'], dropout=0.0)
+    batch = PretrainingBatch(**random_batch(config))
+    mx.random.seed(0)
+    net = d2lbert_model(config, config.seq_len)
+    net.initialize(init.Normal(0.02))
+    if accelerated:
+        from d2lbert import fast
+        fast.accelerate(net)
+    compute_in(net, dtype)
+    net.collect_params().setattr('grad_req', 'add')
+    net.hybridize(static_alloc=True, static_shape=True)
+    losses = forward_backward(net, [batch], [mx.cpu()], with_accuracy=False)
+    grads = {name: param.grad().asnumpy()
+             for name, param in net._collect_params_with_prefix().items()}
+    return [float(loss) for loss in losses], grads
+
+
+@needs_bf16
+@pytest.mark.parametrize('accelerated', [False, True], ids=['book', 'fast'])
+def test_a_bf16_step_matches_float32(accelerated):
+    """Losses within 1%, the whole gradient within 5% (relative L2), each parameter's
+    within 20% of the larger of its norm and 1% of the whole gradient's (a bias
+    whose gradient is nearly 0, e.g. the keys', is compared at that floor)."""
+    losses, grads = losses_and_gradients('float32', accelerated)
+    bf16_losses, bf16_grads = losses_and_gradients('bfloat16', accelerated)
+    assert onp.allclose(bf16_losses, losses, rtol=LOSS_TOLERANCE), (bf16_losses, losses)
+    total = onp.sqrt(sum((g ** 2).sum() for g in grads.values()))
+    difference = onp.sqrt(sum(((bf16_grads[k] - g) ** 2).sum() for k, g in grads.items()))
+    assert difference / total < GRADIENT_TOLERANCE
+    for name, grad in grads.items():
+        assert bf16_grads[name].dtype == onp.float32
+        error = onp.linalg.norm(bf16_grads[name] - grad)
+        assert error <= PARAMETER_TOLERANCE * max(onp.linalg.norm(grad), 0.01 * total), name
+
+
+STEP_SCRIPT = '''
+import sys
+sys.argv = ['test']
+from test_precision import losses_and_gradients
+losses_and_gradients('bfloat16', accelerated=True)
+'''
+
+
+@needs_bf16
+def test_bf16_primitives_execute():
+    """oneDNN's log of a bf16 step: the inner products (forward, backward to the data
+    and to the weights) run on bfloat16 inputs."""
+    env = dict(os.environ, ONEDNN_VERBOSE='1', MKLDNN_VERBOSE='1',
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
+                                           os.environ.get('PYTHONPATH', '')]))
+    result = subprocess.run([sys.executable, '-c', STEP_SCRIPT], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    executed = [line for line in result.stdout.splitlines()
+                if ',exec,' in line and 'inner_product' in line]
+    for kind in ('forward_training', 'backward_data', 'backward_weights'):
+        assert any(kind in line and 'src_bf16' in line and 'wei_bf16' in line
+                   for line in executed), kind
+
+
+def types_by_operator(symbol, **input_types):
+    """{operator: [output type of each node running it]} of `symbol`, by type
+    inference."""
+    internals = symbol.get_internals()
+    _, out_types, _ = internals.infer_type_partial(**input_types)
+    type_of = dict(zip(internals.list_outputs(), out_types))
+    found = {}
+    for node in json.loads(symbol.tojson())['nodes']:
+        if node['op'] != 'null':
+            found.setdefault(node['op'], []).append(type_of[node['name'] + '_output'])
+    return found
+
+
+def test_fp16_graph_casts_around_the_matrix_products():
+    """Type inference of the hybridized book model under fp16 (it runs on a CPU; no
+    GPU here runs MXNet 1.9): every dense layer and both attention products compute in
+    float16; softmax, LayerNorm and the outputs are float32; the parameters too."""
+    net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
+                                               num_heads=2, num_layers=1))
+    net.initialize(init.Normal(0.02))
+    compute_in(net, 'float16')
+    net.hybridize()
+    names = ('tokens', 'segments', 'valid_lens', 'pred_positions')
+    outputs = net(*[mx.sym.var(name).as_np_ndarray() for name in names])
+    symbol = mx.sym.Group([out.as_nd_ndarray() for out in outputs])
+    inputs = {name: 'float32' for name in names}
+    types = types_by_operator(symbol, **inputs)
+    # Q, K, V, output; FFN x 2; pooler, NSP output; MLM transform, MLM output
+    assert types['FullyConnected'] == [onp.float16] * 10
+    assert types['batch_dot'] == [onp.float16] * 2
+    for op in ('softmax', 'LayerNorm'):
+        assert set(types[op]) == {onp.float32}, op
+    arg_types, out_types, _ = symbol.infer_type_partial(**inputs)
+    assert set(out_types) == {onp.float32}
+    params = dict(zip(symbol.list_arguments(), arg_types))
+    assert {params[name] for name in net.collect_params()} == {onp.float32}
+
+
+@needs_bf16
+def test_a_bf16_checkpoint_is_float32_and_resumes_exactly(tmp_path):
+    """A bf16 run's checkpoints hold float32 weights; resumed from its checkpoint of
+    step 2 (the later one deleted, as if it had stopped there), it ends with the same
+    weights at step 4."""
+    common = dict(batch_size=16, eval_every=1000, save_every=2, progress=False,
+                  precision='bf16')
+    whole, halves = str(tmp_path / 'whole'), str(tmp_path / 'halves')
+    pretrain(PretrainOptions(out=whole, steps=4, **common))
+    shutil.copytree(whole, halves)
+    last = os.path.join('checkpoints', 'step-000004')
+    shutil.rmtree(os.path.join(halves, last))
+    pretrain(PretrainOptions(out=halves, steps=4, resume=True, **common))
+    final = [mx.nd.load(os.path.join(out, last, 'model.params')) for out in (whole, halves)]
+    assert all(array.dtype == onp.float32 for array in final[0].values())
+    assert all((final[0][k].asnumpy() == final[1][k].asnumpy()).all() for k in final[0])
+
+
+@pytest.mark.parametrize('args, message', [
+    (['pretrain', '--precision', 'bf16'], 'neither avx512_bf16 nor amx_bf16'),
+    (['pretrain', '--precision', 'fp16'], 'float16 computes on GPUs only'),
+    (['pretrain', '--amp', '--precision', 'bf16'], '--amp means --precision fp16'),
+])
+def test_missing_hardware_is_one_line_exit_2(args, message, tmp_path, capsys, monkeypatch):
+    """A CPU without bfloat16 (pretended), fp16 on a CPU: exit 2, one line naming what
+    is missing, and no run folder."""
+    monkeypatch.setattr(run_precision, 'cpu_flags', lambda: {'avx2', 'avx512f'})
+    out = str(tmp_path / 'o')
+    code, stderr = run_main([*args, '--cpu', '--steps', '1', '--out', out], capsys)
+    assert code == 2, stderr
+    assert message in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    assert not os.path.exists(out)
+    code, stderr = run_main(['bench', '--quick', '--precision', 'bf16'], capsys)
+    assert code == 2 and 'neither avx512_bf16 nor amx_bf16' in stderr, stderr
+
+
+def test_bench_reports_bf16_rows_against_float32_and_transformers():
+    """The bf16 targets are ratios of rows of the same run; a float32 run has none."""
+    def run(pairs_per_s, rss=1000.0):
+        return {'pairs_per_s': pairs_per_s, 'step_seconds': 1 / pairs_per_s,
+                'peak_rss_mb': rss, 'mean_width': 32.0, 'real_share': 0.8}
+    results = {'options': {'precision': 'bf16'}, 'steps': {'small': {
+        'config': {}, 'flops': {'total': 1e9},
+        'd2lbert': run(10.0), 'd2lbert bf16': run(17.0, 900.0)}},
+        'finetune': {'bert.small': {'config': {}, 'd2lbert': run(10.0),
+                                    'd2lbert bf16': run(12.0), 'transformers bf16': run(4.0)}}}
+    measured = {row['target']: (row['value'], row['passed'])
+                for row in evaluate_targets(results)}
+    assert measured['small: d2lbert bf16 pairs/s vs its fp32'] == (1.7, True)
+    assert measured['book: d2lbert bf16 pairs/s vs its fp32'] == (None, None)
+    assert measured['small: peak RSS of d2lbert fp32 / bf16 (memory)'][1] is True
+    assert measured['fine-tuning (bert.small): d2lbert bf16 vs its fp32'][1] is False
+    assert measured['fine-tuning (bert.small): d2lbert bf16 vs transformers bf16 '
+                    'autocast'] == (3.0, True)
+    results['options']['precision'] = 'fp32'
+    assert not any('bf16' in row['target'] for row in evaluate_targets(results))
+
+
+@needs_bf16
+def test_bf16_inference_matches_float32():
+    """What predict and encode compute (the encoder's vectors, the heads' logits) in
+    bf16: within 5% (relative L2) of float32."""
+    net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=32, ffn_num_hiddens=64,
+                                               num_heads=2, num_layers=2, dropout=0.0))
+    net.initialize(init.Normal(0.02))
+    tokens = mx.np.array(onp.random.RandomState(0).randint(1, 100, (4, 12)), dtype='int32')
+    segments = mx.np.zeros((4, 12), dtype='int32')
+    reference = [out.asnumpy() for out in net(tokens, segments)[:2]]
+    compute_in(net, 'bfloat16')
+    net.hybridize()
+    reduced = [out.asnumpy() for out in net(tokens, segments)[:2]]
+    for ours, theirs in zip(reduced, reference):
+        assert ours.dtype == onp.float32
+        assert onp.linalg.norm(ours - theirs) < 0.05 * onp.linalg.norm(theirs)
+
+
+# What the default job must reach at its last evaluation (step 500): tests/test_pretrain.py
+THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
+
+
+@needs_bf16
+def test_the_default_job_in_bf16_learns(tmp_path):
+    """`d2lbert pretrain --precision bf16` with every other default (500 steps, several
+    minutes) meets the float32 job's thresholds, and saves float32 weights."""
+    out = str(tmp_path / 'run')
+    final = pretrain(PretrainOptions(out=out, precision='bf16', progress=False))['eval']
+    for name, threshold in THRESHOLDS.items():
+        assert final[name] >= threshold, final
+    saved = mx.nd.load(os.path.join(out, 'checkpoints', 'step-000500', 'model.params'))
+    assert {array.dtype for array in saved.values()} == {onp.float32}
