@@ -13,6 +13,7 @@ from ..data.vocab_files import load_vocab
 from ..finetuning.task_model import is_task_model, load_task_model
 from ..model import BERTModel
 from ..run.checkpoint import load_parameters, read_config
+from ..run.files import written_as_os_errors
 from ..run.models import model_folder, model_step
 from .huggingface import from_huggingface, to_huggingface, write_tokenizer
 
@@ -43,7 +44,8 @@ def write_model_dir(out_dir, net, tokenizer, config):
     os.makedirs(out_dir, exist_ok=True)
     config.to_json_file(os.path.join(out_dir, 'config.json'))
     write_tokenizer(tokenizer, out_dir)
-    net.save_parameters(os.path.join(out_dir, 'model.params'))
+    with written_as_os_errors(os.path.join(out_dir, 'model.params')):
+        net.save_parameters(os.path.join(out_dir, 'model.params'))
     return net.missing_heads
 
 

@@ -31,6 +31,7 @@ from .hf_weights import (canonical_names, check_shapes, encoder_map, load_tensor
                          parameter_map, tensors_of)
 from ..data.vocab_files import read_wordpiece as read_tokenizer
 from ..data.wordpiece import SPECIAL_TOKENS, WordPieceVocab
+from ..run.files import written_as_os_errors
 
 
 def _file(directory, name):
@@ -207,8 +208,9 @@ def to_huggingface(net, config, vocab, path, labels=None):
     os.makedirs(path, exist_ok=True)
     _write_json({**config_to_hf(config, vocab.pad_id), **head_fields},
                 os.path.join(path, 'config.json'))
-    _safetensors().save_file(tensors_of(params), os.path.join(path, 'model.safetensors'),
-                             metadata={'format': 'pt'})
+    with written_as_os_errors(os.path.join(path, 'model.safetensors')):
+        _safetensors().save_file(tensors_of(params), os.path.join(path, 'model.safetensors'),
+                                 metadata={'format': 'pt'})
     write_tokenizer(vocab, path)
 
 

@@ -23,7 +23,7 @@ import mxnet as mx
 from ..data.vocab_files import load_vocab, save_vocab
 from ..model import BERTConfig
 from ..util.hashing import sha1_of_file
-from .files import disk_fault, replace_folder
+from .files import disk_fault, make_readable, replace_folder, written_as_os_errors
 
 CHECKPOINT_DIR = 'checkpoints'
 _NAME = re.compile(r'^step-(\d{6,})$')
@@ -39,9 +39,11 @@ def write_model_files(folder, net, config, vocab, trainer=None, json_files=None)
     {name: value} of json_files as a JSON file, and last manifest.json."""
     config.to_json_file(os.path.join(folder, 'config.json'))
     save_vocab(vocab, folder)
-    net.save_parameters(os.path.join(folder, 'model.params'))
+    with written_as_os_errors(os.path.join(folder, 'model.params')):
+        net.save_parameters(os.path.join(folder, 'model.params'))
     if trainer is not None:
-        trainer.save_states(os.path.join(folder, 'trainer.states'))
+        with written_as_os_errors(os.path.join(folder, 'trainer.states')):
+            trainer.save_states(os.path.join(folder, 'trainer.states'))
     for name, value in (json_files or {}).items():
         with open(os.path.join(folder, name), 'w', encoding='utf-8') as f:
             json.dump(value, f, indent=2)
@@ -63,6 +65,7 @@ def save_checkpoint(out_dir, step, net, trainer, config, vocab, state, keep=3,
     try:
         write_model_files(tmp, net, config, vocab, trainer,
                           {**(json_files or {}), 'state.json': {**state, 'step': step}})
+        make_readable(tmp)
         replace_folder(tmp, final)
     except OSError as error:
         raise disk_fault(final, error) from None
@@ -80,6 +83,7 @@ def save_model_folder(folder, net, config, vocab, json_files=None):
     tmp = tempfile.mkdtemp(prefix='.tmp-model-', dir=parent)
     try:
         write_model_files(tmp, net, config, vocab, json_files=json_files)
+        make_readable(tmp)
         replace_folder(tmp, folder)
     except OSError as error:
         raise disk_fault(folder, error) from None
