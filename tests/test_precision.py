@@ -120,6 +120,51 @@ def test_the_mlm_products_are_never_cast(onednn_log):
 
 
 @needs_bf16
+def test_the_attention_projection_is_never_cast(onednn_log):
+    """The attention kernel takes the Q/K/V projection (rows x 3 hiddens) in
+    bfloat16 and gives the context in bfloat16: no reorder of an array 3 hiddens wide
+    in the log, though the projection's inner products ran in bfloat16."""
+    width = 3 * CONFIGS['quick'].num_hiddens
+    assert any(f'oc{width},' in line and 'src_bf16' in line for line in onednn_log)
+    assert not [line for line in onednn_log
+                if 'reorder' in line and line.split(',')[-2].endswith(f'x{width}')]
+
+
+@needs_bf16
+def test_attention_kernel_takes_and_gives_bfloat16():
+    """`d2lbert_attention` on a bfloat16 projection (two padded examples, one
+    shorter): the context, and the projection's gradient from a bfloat16 context
+    gradient, are the float32 kernel's on the same numbers, rounded to bfloat16."""
+    from d2lbert.fast import kernels
+    assert kernels.available()
+    rng = onp.random.default_rng(5)
+
+    def representable(*shape):
+        return cast('float32', *cast(BFLOAT16, mx.np.array(rng.normal(0, 1, shape),
+                                                           dtype='float32')))[0]
+    qkv, dcontext = representable(2, 6, 3 * 8), representable(2, 6, 8)
+    valid_lens = mx.np.array([6, 3], dtype='int32')
+    not_training = mx.np.ones((1,), dtype='float32')
+
+    def run(dtype):
+        x = qkv.copy()
+        x.attach_grad()
+        with mx.autograd.record():
+            context = mx.nd.d2lbert_attention(
+                *kernels.as_legacy(*cast(dtype, x), valid_lens, not_training), heads=2,
+                dropout=0.0)[0].as_np_ndarray()
+        context.backward(cast(dtype, dcontext)[0])
+        return cast('float32', context)[0].asnumpy(), x.grad.asnumpy(), context.dtype
+
+    context32, dqkv32, _ = run('float32')
+    context16, dqkv16, context_type = run(BFLOAT16)
+    assert context_type == BFLOAT16
+    onp.testing.assert_allclose(context16, context32, rtol=2 ** -8, atol=1e-6)
+    onp.testing.assert_allclose(dqkv16, dqkv32, rtol=2 ** -8, atol=1e-6)
+    assert not onp.array_equal(context16, context32)  # rounded to bfloat16 on the way
+
+
+@needs_bf16
 def test_log_sum_exp_takes_and_gives_bfloat16():
     """`d2lbert_log_sum_exp` on bfloat16 logits: the log-sum-exps and the bias
     gradient as the float32 kernel's on the same (bfloat16-representable) numbers

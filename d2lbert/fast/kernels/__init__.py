@@ -137,14 +137,14 @@ def build(compiler):
           file=sys.stderr, flush=True)
     include = ['-I', os.path.join(_mxnet_dir(), 'include')]
     with atomic_directory(os.path.dirname(path)) as tmp:
-        sources = _sources()
-        sources[-1] = _patched_lib_api(sources[-1], tmp)
+        *own, lib_api = _sources()
+        sources = [*own, _patched_lib_api(lib_api, tmp)]
         objects = [os.path.join(tmp, f'{i}.o') for i in range(len(sources))]
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
             list(pool.map(_compile, ([compiler, *CXXFLAGS, *include, '-c', source, '-o', obj]
                                      for source, obj in zip(sources, objects))))
         _compile([compiler, *CXXFLAGS, *objects, '-o', os.path.join(tmp, os.path.basename(path))])
-        for obj in objects + [sources[-1]]:
+        for obj in objects + [os.path.join(tmp, 'lib_api.cc')]:  # only what this made
             os.remove(obj)
     return path
 
