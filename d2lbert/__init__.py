@@ -1,8 +1,9 @@
 """d2lbert: BERT in MXNet Gluon, the way "Dive into Deep Learning" teaches it.
 
-Importing d2lbert sets OMP_NUM_THREADS (when unset) and, where MXNet's OpenBLAS would
-fall back to generic kernels on this CPU, OPENBLAS_CORETYPE, before MXNet loads; it switches
-MXNet to its NumPy interface (`npx.set_np()`), which all blocks here use.
+Importing d2lbert sets OMP_NUM_THREADS and OMP_WAIT_POLICY=PASSIVE (when unset: see
+util/threads.py) and, where MXNet's OpenBLAS would fall back to generic kernels on this
+CPU, OPENBLAS_CORETYPE, before MXNet loads; it switches MXNet to its NumPy interface
+(`npx.set_np()`), which all blocks here use.
 
 Layers, each importing only those before it: `util` (helpers), `model` (the book's
 blocks), `fast` (the same model, faster on a CPU: `fast.accelerate`), `data`, `run`

@@ -8,8 +8,10 @@ from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
 from .finetuning.finetune_data import SQUAD_TASKS
 from .pretraining.pretrain import PretrainOptions
-from .run.options import Options, choice, integer, option, text
-from .util.options import check_folder, check_output_file, check_text
+from .run.options import Options, choice, integer, option, optional, text
+from .util.options import check_folder, check_output_file, check_text, flag
+
+PREDICT_BATCH_SIZE = 64
 
 # inference runs on the CPU, where MXNet has no float16 matrix product
 INFERENCE_PRECISIONS = ('fp32', 'bf16')
@@ -17,7 +19,7 @@ INFERENCE_PRECISIONS = ('fp32', 'bf16')
 
 def add_pretrain_parser(subparsers):
     parser = subparsers.add_parser(
-        'pretrain', help='pretrain BERT (default: offline, bundled corpus, ~1 min on a CPU)',
+        'pretrain', help='pretrain BERT (default: offline, bundled corpus)',
         description='Pretrain BERT with masked-LM and next-sentence objectives.')
     PretrainOptions.add_arguments(parser)
     parser.set_defaults(run=run_pretrain)
@@ -46,8 +48,13 @@ def add_finetune_parser(subparsers):
 def load_model_flag(model):
     """`load_pretrained(--model)`, its errors naming the flag."""
     from .interop import load_pretrained
+    from .interop.huggingface import PickleRefused
     try:
         return load_pretrained(model)
+    except PickleRefused as error:
+        raise ValueError(f'--model {model}: {error.path} is a pickle, and loading a pickle '
+                         'can run arbitrary code; if you trust it, convert the folder first: '
+                         f'd2lbert convert --from-hf {model} --out DIR --allow-pickle') from None
     except (FileNotFoundError, ValueError) as error:
         raise ValueError(f'--model {model}: {error}') from None
 
@@ -77,9 +84,28 @@ class PredictOptions(Options):
     question: str = option(None, "question answering: one question about --context "
                            "(printed: the answer, or '' for none)")
     context: str = option(None, 'question answering: the passage of --question')
-    batch_size: int = option(64, 'examples per batch', integer(1))
+    batch_size: int = option(None, 'examples per batch (with --data)', optional(integer(1)),
+                             shown_default=PREDICT_BATCH_SIZE)
+    overwrite: bool = option(False, 'replace the file --out if it exists (SQuAD: the '
+                             'folder --out, whole) (default: refuse)')
     precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
                             '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
+
+    def __post_init__(self):
+        if self.batch_size is None and not self.answers_one_question():
+            self.batch_size = PREDICT_BATCH_SIZE
+        super().__post_init__()
+
+    def answers_one_question(self):
+        return self.question is not None or self.context is not None
+
+    def check_together(self):
+        """--question answers one question: --data's options do not apply."""
+        if self.answers_one_question():
+            for name in ('data', 'out', 'batch_size'):
+                if getattr(self, name) is not None:
+                    raise ValueError(f'{flag(name)} does not apply to --question and '
+                                     '--context (one question): leave it out')
 
 
 def add_predict_parser(subparsers):
@@ -103,13 +129,13 @@ def check_cpu_precision(precision):
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
-    from .run.files import check_apart, check_target
+    from .run.files import check_new_file, check_output
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
     check_cpu_precision(args.precision)
     check_folder('--model', args.model)
     info = load_task_info(model_folder(args.model))
-    if args.question is not None or args.context is not None:
+    if args.answers_one_question():
         return run_answer(args, info)
     for name in ('--data', '--out'):
         if getattr(args, name[2:]) is None:
@@ -117,31 +143,35 @@ def run_predict(args):
                              '--question and --context)')
     if not os.path.isfile(args.data):
         raise ValueError(f'--data {args.data}: no such file')
-    check_target('--out', args.out)
-    check_apart('--out', args.out, {'--data': args.data, '--model': args.model})
+    check_output('--out', args.out, {'--data': args.data, '--model': args.model})
     if info.head == 'question_answering':
         return run_predict_squad(args)
     check_output_file('--out', args.out)
+    check_new_file('--out', args.out, args.overwrite)
     summary = predict(args.model, args.data, args.out, args.batch_size,
-                      precision=args.precision)
+                      precision=args.precision, overwrite=args.overwrite)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
     print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
 
 
 def run_predict_squad(args):
-    """A SQuAD file's answers into the folder --out; the official scores as JSON (as
+    """A SQuAD file's answers into the folder --out (new or empty, or replaced whole with
+    --overwrite: `run.folder.folder_written_whole`); the official scores as JSON (as
     evaluate-v2.0.py prints them) when the file has the answers."""
     import json
     from .finetuning.qa_predict import predict_squad
+    from .run.folder import folder_written_whole
     check_text('--out', args.out)
     if os.path.isfile(args.out):
         raise ValueError(f'--out {args.out} is a file; a question-answering model writes a '
                          'folder (predictions.json, null_odds.json)')
-    summary = predict_squad(args.model, args.data, args.out, args.batch_size,
-                            precision=args.precision)
-    print(f'wrote the answers to {summary["examples"]} questions to '
-          f'{" and ".join(summary["files"])}')
+    inputs = {'--data': args.data, '--model': args.model}
+    with folder_written_whole('--out', args.out, args.overwrite, inputs) as tmp:
+        summary = predict_squad(args.model, args.data, tmp, args.batch_size,
+                                precision=args.precision)
+    files = [os.path.join(args.out, os.path.basename(path)) for path in summary['files']]
+    print(f'wrote the answers to {summary["examples"]} questions to {" and ".join(files)}')
     if summary['scores']:
         print(json.dumps(summary['scores'], indent=2))
 
@@ -153,8 +183,6 @@ def run_answer(args, info):
         if getattr(args, name[2:]) is None:
             other = '--context' if name == '--question' else '--question'
             raise ValueError(f'{other} needs {name} too')
-    if args.data is not None or args.out is not None:
-        raise ValueError('--question answers one question: leave out --data and --out')
     if info.head != 'question_answering':
         raise ValueError(f'--question: --model {args.model} is a {info.task!r} model, not '
                          'a question-answering one (d2lbert finetune --task squad2 or '
@@ -177,6 +205,7 @@ class EncodeOptions(Options):
                         required=True)
     save: str = option(None, 'save the vectors to this .npy file (.npy added if missing)',
                        text(optional=True))
+    overwrite: bool = option(False, 'replace the file --save if it exists (default: refuse)')
     text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
     precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
                             '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
@@ -189,32 +218,54 @@ def add_encode_parser(subparsers):
 
 
 def split_pair(text):
-    """'A b ||| c' -> (['a', 'b'], ['c']); (tokens, None) for a single sentence."""
+    """'A b ||| c' -> ('A b', 'c'); (text, None) for a single sentence."""
     first, _, second = text.partition('|||')
     if not first.split():
         raise ValueError(f'text must hold a sentence (a pair: "first ||| second"), '
                          f'got {text!r}')
-    return first.lower().split(), second.lower().split() if second.strip() else None
+    return first.strip(), second.strip() or None
+
+
+def tokenize_pair(vocab, first, second):
+    """The tokens of a sentence (or a pair) as the model's own tokenizer splits them:
+    WordPiece for a WordPiece vocabulary, the book's words otherwise
+    (`data.tasks.tokenizer_for`)."""
+    from .data.tasks.encoding import tokenizer_for
+    tokenize = tokenizer_for(vocab)
+    return tokenize(first), None if second is None else tokenize(second)
+
+
+def unknown_words_line(vocab, words):
+    """How many of `words` the model's vocabulary lacks: they are all encoded as the one
+    unknown-word token, so their vectors say little about them."""
+    unknown = [word for word in words if vocab[word] == vocab.unk_id]
+    line = f"{len(unknown)} of {len(words)} words unknown to the model's vocabulary"
+    if unknown:
+        line += f" (each encoded as the unknown-word token): {' '.join(unknown)}"
+    return line
 
 
 def run_encode(args):
     import numpy
     from .interop import get_bert_encoding
     from .run.precision import use_precision
-    from .run.files import check_apart, check_target, write_file_atomically
+    from .run.files import check_new_file, check_output, write_file_atomically
     args = EncodeOptions.from_arguments(args)
     check_cpu_precision(args.precision)
-    tokens_a, tokens_b = split_pair(args.text)
+    first, second = split_pair(args.text)
     save = args.save
     if save is not None:
         save = check_output_file('--save', save if save.endswith('.npy') else save + '.npy')
-        check_target('--save', save)
-        check_apart('--save', save, {'--model': args.model})
+        check_output('--save', save, {'--model': args.model})
+        check_new_file('--save', save, args.overwrite)
     net, vocab = load_model_flag(args.model)
     use_precision(net, args.precision)
+    tokens_a, tokens_b = tokenize_pair(vocab, first, second)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
+    print(unknown_words_line(vocab, tokens_a + (tokens_b or [])))
     if save:
-        write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True)
+        write_file_atomically('--save', save, lambda f: numpy.save(f, vectors), binary=True,
+                              overwrite=args.overwrite)
         print(f'saved {vectors.shape} array to {save}')
     else:
         numpy.set_printoptions(precision=4, suppress=True, threshold=64, edgeitems=3)
@@ -238,6 +289,9 @@ class ConvertOptions(Options):
         if (self.from_hf is None) == (self.to_hf is None):
             raise ValueError('give one of --from-hf DIR (to d2lbert) and --to-hf DIR (to '
                              'Hugging Face)')
+        if self.to_hf is not None and self.allow_pickle:
+            raise ValueError('--allow-pickle does not apply to --to-hf (it reads a d2lbert '
+                             'model, never a pickle), only to --from-hf')
 
 
 def add_convert_parser(subparsers):
@@ -254,16 +308,30 @@ def run_convert(args):
     """The folder --out is written whole in a temporary folder beside it, then put in
     place: new or empty (or replaced whole with --overwrite), never holding an input."""
     import json
-    from .interop import convert_from_hf, convert_to_hf
-    from .run.files import folder_written_whole
+    from .interop.convert import read_hf_model, read_model_to_export, write_model_dir
+    from .interop.huggingface import PickleRefused, to_huggingface
+    from .run.folder import folder_written_whole
+    from .run.models import model_step
     args = ConvertOptions.from_arguments(args)
     source_flag = '--from-hf' if args.from_hf is not None else '--to-hf'
     source = check_folder(source_flag, args.from_hf or args.to_hf)
+    try:  # the input is read whole (and refused, naming it) before anything is written
+        if args.from_hf:
+            model = read_hf_model(source, args.allow_pickle)
+        else:
+            (net, config, vocab, labels), folder = read_model_to_export(source)
+    except PickleRefused as error:
+        raise ValueError(f'{source_flag} {source}: {error.path} is a pickle, and loading a '
+                         'pickle can run arbitrary code: pass --allow-pickle if you trust '
+                         'it') from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f'{source_flag} {source}: {error}') from None
     with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
         if args.from_hf:
-            missing = convert_from_hf(source, tmp, args.allow_pickle)
+            missing = write_model_dir(tmp, *model)
         else:
-            folder, step = convert_to_hf(source, tmp)
+            to_huggingface(net, config, vocab, tmp, labels)
+            step = model_step(folder)
             with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
                 architecture = json.load(f)['architectures'][0]
     if args.from_hf:
@@ -317,7 +385,7 @@ def run_bench(args):
     import json
     import shlex
     from .bench import find_wikitext, run_benchmarks
-    from .run.files import check_target, write_file_atomically
+    from .run.files import check_output, write_file_atomically
     from .bench.report import format_report, markdown_snippet
     chosen = BenchOptions.given_in(args)
     chosen['wikitext'] = find_wikitext(chosen.get('wikitext'))
@@ -327,12 +395,13 @@ def run_bench(args):
     check_bench_precision(options)
     if args.json is not None:
         check_output_file('--json', args.json)
-        check_target('--json', args.json)
+        check_output('--json', args.json, {'--wikitext': options.wikitext})
     results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'
     print(format_report(results))
-    print('\nFor the README:\n\n' + markdown_snippet(results))
+    if not options.quick:  # quick numbers are no measurement to quote
+        print('\nFor the README:\n\n' + markdown_snippet(results))
     if args.json:
         write_file_atomically('--json', args.json,
                               lambda f: json.dump(results, f, indent=2))
@@ -365,6 +434,9 @@ def add_launch_parser(subparsers):
 def run_launch(args):
     """Returns the job's exit code (that of the first process that failed)."""
     from .launch import launch
+    if args.host_ip is not None and args.hosts is None:
+        raise ValueError('--host-ip does not apply without --hosts (every process runs '
+                         'here, on 127.0.0.1)')
     command = args.job_command
     if command[:1] == ['--']:
         command = command[1:]
@@ -386,8 +458,10 @@ def main(argv=None):
     from .data import DownloadError
     from .run.checkpoint import CheckpointError
     from .run.errors import RunError, RunFault
+    from .run.signals import Stopped, stop_on_sigterm
     try:
-        exit_code = args.run(args)
+        with stop_on_sigterm(then_ignore=argv is None):  # None: the program's own argv
+            exit_code = args.run(args)
     except RunFault as error:
         print(f'd2lbert: {error}', file=sys.stderr)
         return 3
@@ -395,13 +469,16 @@ def main(argv=None):
             FileNotFoundError) as error:
         print(f'd2lbert {args.command}: error: {error}', file=sys.stderr)
         return 2
-    except OSError as error:  # e.g. a folder it may not read or write
+    except OSError as error:  # e.g. a folder it may not read or write, a full disk
+        from .run.files import is_disk_full
         where = f'{error.filename}: ' if error.filename else ''
         print(f'd2lbert {args.command}: error: {where}{error.strerror or error}',
               file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print('\nd2lbert: interrupted; the last complete checkpoint is kept '
-              '(continue with --resume)', file=sys.stderr)
-        return 130
+        return 3 if is_disk_full(error) else 2
+    except KeyboardInterrupt as stop:  # Ctrl-C (SIGINT) or SIGTERM (`Stopped`)
+        signum = stop.signum if isinstance(stop, Stopped) else 2
+        print(f'\nd2lbert {args.command}: stopped by {"SIGTERM" if signum == 15 else "SIGINT"}'
+              '; every output is whole (a run keeps its last complete checkpoint: continue '
+              'with --resume)', file=sys.stderr)
+        return 128 + signum
     return exit_code or 0

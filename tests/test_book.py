@@ -34,8 +34,10 @@ CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic'
                  '--no-first-run', '--disable-background-networking',
                  '--disable-component-update', '--disable-sync']
 CELL = re.compile(r'^```\{\.python \.input\}\n(.*?)^```$', re.S | re.M)
-INSTALL = ('apt-get install chromium pandoc && pip install playwright '
-           '(bash .ci/run installs them)')
+# What each missing tool is, and the command that installs it (bash .ci/run does all)
+TOOLS = (('the Python package playwright', 'pip install -e ".[test]"'),
+         (f'Chromium ({CHROMIUM})', 'apt-get install chromium'),
+         ('pandoc', 'apt-get install pandoc'))
 
 # In document order: each code block of a page with its text, the output blocks and the
 # figures drawn by cells (_images/output_*) that follow it; then every image's load
@@ -69,17 +71,36 @@ CONTENT_HEIGHT = """() => Math.max(document.body.scrollHeight,
         el => el.scrollHeight + el.getBoundingClientRect().top))"""
 
 
-def missing_tools():
-    """What is missing to build and open the book, or None."""
+def playwright_installed():
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        return 'the Python package playwright'
-    if not os.path.exists(CHROMIUM):
-        return CHROMIUM
-    if shutil.which('pandoc') is None:
-        return 'pandoc'
-    return None
+        return False
+    return True
+
+
+def missing_tools():
+    """[(tool, install command)] of what is missing to build and open the book."""
+    present = (playwright_installed(), os.path.exists(CHROMIUM),
+               shutil.which('pandoc') is not None)
+    return [tool for tool, there in zip(TOOLS, present) if not there]
+
+
+def skip_message(missing):
+    """The reason to skip: only the tools in `missing`, and how to install them."""
+    return (f'{", ".join(name for name, _ in missing)} not found; to build the book and '
+            f'open it in a browser: {" && ".join(command for _, command in missing)} '
+            f'(bash .ci/run installs everything the tests need)')
+
+
+def test_the_skip_message_names_only_what_is_missing(monkeypatch):
+    monkeypatch.setattr(os.path, 'exists', lambda path: True)
+    monkeypatch.setattr(shutil, 'which', lambda name: None if name == 'pandoc' else name)
+    missing = missing_tools()
+    assert missing == [TOOLS[2]] or not playwright_installed()
+    message = skip_message([TOOLS[2]])
+    assert 'pandoc' in message and 'apt-get install pandoc' in message
+    assert 'playwright' not in message and 'chromium' not in message.lower()
 
 
 @pytest.fixture(scope='module')
@@ -87,8 +108,7 @@ def book():
     """The folder of the book built in quick mode."""
     missing = missing_tools()
     if missing:
-        pytest.skip(f'{missing} not found; to build the book and open it in a browser: '
-                    f'{INSTALL}')
+        pytest.skip(skip_message(missing))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in [ROOT, os.environ.get('PYTHONPATH')] if p))
     result = subprocess.run([sys.executable, BUILD_SCRIPT, '--quick'], cwd=ROOT, env=env,

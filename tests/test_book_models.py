@@ -288,7 +288,7 @@ def test_a_file_with_another_sha1_is_refused(book_zip, server, tmp_path):
 def test_offline_errors_say_how_to_pass_a_local_copy(server, tmp_path, monkeypatch):
     with pytest.raises(DownloadError, match='404') as error:
         d2lbert.load_pretrained('bert.base')
-    assert "load_pretrained('/path/to/bert.base.zip')" in str(error.value)
+    assert "instead of 'bert.base' (--model /path/to/bert.base.zip" in str(error.value)
     assert 'http://d2l-data.s3-accelerate.amazonaws.com/bert.base.zip' in str(error.value)
     with socket.socket() as s:  # a port nobody listens on
         s.bind(('127.0.0.1', 0))

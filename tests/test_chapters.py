@@ -108,15 +108,20 @@ def chapter_script(name):
 
 
 def run_quick(name, folder):
-    """The finished process of chapter `name` run as a script in quick mode in `folder`."""
+    """The finished process of chapter `name` run as a script in quick mode in `folder`,
+    and what it left in its own temporary folder ($TMPDIR): [] if it cleaned up."""
     script = folder / (name[:-3].replace('-', '_') + '.py')
     script.write_text(chapter_script(name), encoding='utf-8')
+    temporary = folder / 'tmp'
+    temporary.mkdir()
     env = dict(os.environ, D2LBERT_QUICK='1', MPLBACKEND='Agg', OMP_NUM_THREADS='1',
-               D2LBERT_HOME=str(folder / 'home'), CUDA_VISIBLE_DEVICES='')
+               D2LBERT_HOME=str(folder / 'home'), CUDA_VISIBLE_DEVICES='',
+               TMPDIR=str(temporary))
     work = folder / 'work'
     work.mkdir()
-    return subprocess.run([sys.executable, str(script)], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, str(script)], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=300)
+    return result, sorted(os.listdir(temporary))
 
 
 # The longest first, so that the two lanes end at about the same time.
@@ -149,9 +154,12 @@ def subprocess_runs(request, tmp_path_factory):
 
 @pytest.mark.parametrize('name', CHAPTERS)
 def test_chapter_runs_in_quick_mode(name, subprocess_runs):
-    result = subprocess_runs[name].result()
+    """It runs, and leaves nothing in the temporary folder (the book build's and the
+    tests' runs would pile up in /tmp)."""
+    result, left_in_tmp = subprocess_runs[name].result()
     assert result.returncode == 0, (
         f'{name} failed in quick mode:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}')
+    assert left_in_tmp == [], f'{name} left {left_in_tmp} in its temporary folder'
 
 
 @pytest.mark.parametrize('name', ['index.md', 'README.md'])

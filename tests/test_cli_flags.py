@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from d2lbert.bench import BenchOptions
-from d2lbert.cli import ConvertOptions, EncodeOptions, PredictOptions, main
+from d2lbert.cli import ConvertOptions, EncodeOptions, PredictOptions, main, unknown_words_line
 from d2lbert.finetuning.finetune import FinetuneOptions
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 
@@ -179,3 +179,12 @@ def test_each_option_is_declared_once(command, options_class, required, capsys,
     for field in dataclasses.fields(options_class):
         if field.metadata['cli']:
             assert ' '.join(field.metadata['help'].split()) in shown, field.name
+
+
+def test_encode_reports_the_words_the_vocabulary_lacks():
+    from d2lbert import Vocab
+    vocab = Vocab({'the': 9, 'river': 7, 'it': 5}, min_freq=1)
+    assert unknown_words_line(vocab, ['the', 'river']).startswith(
+        "0 of 2 words unknown to the model's vocabulary")
+    line = unknown_words_line(vocab, ['a', 'crane', 'is', 'flying', 'it'])
+    assert line.startswith("4 of 5 words unknown") and line.endswith(': a crane is flying')

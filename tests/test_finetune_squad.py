@@ -338,7 +338,7 @@ BAD_PREDICT = {
     'context alone': (['--context', 'A text .'], r'--context needs --question'),
     'empty context': (['--question', 'Who?', '--context', ' '], r'--context must hold'),
     'with --out': (['--question', 'Who?', '--context', 'A.', '--out', 'OUT'],
-                   r'leave out --data and --out'),
+                   r'--out does not apply to --question and --context'),
     'not a QA model': (['--model', 'CLASSIFIER', '--question', 'Who?', '--context', 'A.'],
                        r"--question: --model .* is a 'csv' model, not a question-answering"),
     'no --data': (['--out', 'OUT'], r'--data is required'),

@@ -185,7 +185,7 @@ def edit_config(directory, **changes):
     (dict(is_decoder=True), 'is_decoder'),
     (dict(intermediate_size=48), r"'bert.encoder.layer.0.intermediate.dense.weight' has "
                                  r'shape \(64, 32\).*\(48, 32\)'),
-    (dict(vocab_size=len(TOKENS) + 1), 'vocab.txt has 120 tokens.*vocab_size=121'),
+    (dict(vocab_size=len(TOKENS) + 1), 'vocab.txt has 120 tokens.*vocab_size 121'),
 ])
 def test_config_errors_name_the_problem(hf_dir, changes, message):
     edit_config(hf_dir, **changes)
@@ -216,7 +216,7 @@ def test_export_refuses_what_transformers_cannot_compute(tmp_path):
     vocab = Vocab({'a': 1})
     d2l_config = BERTConfig.d2l(len(vocab))
     net = BERTModel.from_config(d2l_config)
-    with pytest.raises(ValueError, match="hidden_act='relu'"):
+    with pytest.raises(ValueError, match="hidden_act is 'relu'"):
         to_huggingface(net, d2l_config, vocab, str(tmp_path))
     no_norm = BERTConfig.original(len(vocab), size='book', embedding_layer_norm=False)
     with pytest.raises(ValueError, match='embedding_layer_norm'):

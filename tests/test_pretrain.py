@@ -161,6 +161,9 @@ def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
     assert len(train_losses(full)) == 12
 
 
+# The README's encode example: words the default model knows
+README_ENCODE_TEXT = 'the river flows into the sea ||| it floods the valley'
+
 # What the default job must reach at its last evaluation (step 500), whatever the CPU.
 THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 
@@ -168,8 +171,7 @@ THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     """The proof of the main job, seed 0 alone: held-out MLM accuracy >= 0.45 (the most
     frequent token scores 0.108) and NSP accuracy >= 0.75 (the majority label 0.553),
-    no collapse warning at the last evaluation (NSP may still sit at chance at the first
-    one after the warmup, and be told so), and the artifacts are there.
+    no collapse warning at any evaluation, and the artifacts are there.
 
     With the schedule of earlier versions (50 warmup steps, dropout 0.2) seed 0 ended
     at NSP 0.583 (chapter_bert/tools/pretrain_study.py tabulates 16 runs).
@@ -179,7 +181,8 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     for name, threshold in THRESHOLDS.items():
         assert final[name] >= threshold, final
     evaluations = [r for r in read_metrics(out) if r['split'] == 'valid']
-    assert evaluations[-1]['step'] == 500 and 'warning' not in evaluations[-1]
+    assert evaluations[-1]['step'] == 500
+    assert not [e['warning'] for e in evaluations if 'warning' in e]
     for name in ('metrics.jsonl', 'loss.png', 'config.json', 'vocab.json'):
         assert os.path.isfile(os.path.join(out, name)), name
     net, vocab = d2lbert.load_pretrained(out)
@@ -188,6 +191,10 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     encode = subprocess.run([sys.executable, '-m', 'd2lbert', 'encode', '--model', out,
                              'the river ||| it flows'], capture_output=True, text=True)
     assert encode.returncode == 0 and '7 tokens x 128 dimensions' in encode.stdout
+    assert "0 of 4 words unknown to the model's vocabulary" in encode.stdout
+    readme = subprocess.run([sys.executable, '-m', 'd2lbert', 'encode', '--model', out,
+                             README_ENCODE_TEXT], capture_output=True, text=True)
+    assert "0 of 10 words unknown" in readme.stdout, readme.stdout[:500]
 
 
 def test_the_books_model_learns_with_the_same_defaults(plain_pretraining_run):

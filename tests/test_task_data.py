@@ -368,9 +368,10 @@ def test_load_task_from_a_sample_file():
 
 def test_tasks_without_a_download_say_how_to_pass_a_path(tmp_path, monkeypatch):
     monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'home'))
-    with pytest.raises(DownloadError, match=r"data='/path/to/MRPC'"):
+    with pytest.raises(DownloadError, match=r"folder holding train.tsv, dev.tsv and "
+                                            r"test.tsv as the data"):
         load_task('mrpc')
-    with pytest.raises(DownloadError, match=r"data='/path/to/conll2003'"):
+    with pytest.raises(DownloadError, match=r"give a copy as the data"):
         load_task('conll2003', 'test')
     with pytest.raises(FileNotFoundError, match='neither a file nor a folder'):
         load_task('cola', data=str(tmp_path / 'nowhere'))

@@ -208,6 +208,19 @@ def build(out, quick, venv, clean):
               f'  HTML book  {os.path.join(out, "html", "index.html")}')
 
 
+def checked_out(out, venv):
+    """--out as d2lbert's commands check an output (`d2lbert.run.files.check_output`):
+    never through a link however spelled, never holding the chapters or --venv."""
+    if out is None:
+        return None
+    from d2lbert.run.errors import RunError
+    from d2lbert.run.files import check_output
+    try:
+        return check_output('--out', out, {'--venv': venv, 'the chapters': CHAPTER_DIR})
+    except RunError as err:
+        sys.exit(f'build_book: {err}')
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true',
@@ -223,7 +236,7 @@ def main(argv=None):
                              'before the tests)')
     args = parser.parse_args(argv)
     quick = args.quick or bool(os.environ.get('D2LBERT_QUICK'))
-    out = os.path.abspath(args.out or os.path.join(
+    out = os.path.abspath(checked_out(args.out, args.venv) or os.path.join(
         BUILD_DIR, 'book-quick' if quick else 'book'))
     try:
         if args.setup:

@@ -20,7 +20,9 @@ set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
 * wikitext-static: the same with --masking static (masks drawn once, as the book).
 
 Each run's held-out evaluations (metrics.jsonl), collapse warnings and time go into the
-results file, with the machine and the date; the chapter and the README quote it, and
+results file, with the machine and the date; `--rederive-warnings` recomputes the warnings
+of the recorded evaluations with today's rule (d2lbert/pretraining/collapse.py), without
+running anything, and prints the README's tables; the chapter and the README quote it, and
 tests/test_quoted_numbers.py checks them against it. Times are wall-clock seconds of runs
 that shared the machine with each other (`--jobs`): compare accuracies, not times.
 """
@@ -179,10 +181,57 @@ def readme_tables(results):
     return '\n'.join(lines)
 
 
+def warmup_steps_of(flags):
+    """The warmup of a run with `flags` (a string): its --warmup, or a fifth of its
+    --steps (pretrain's default, 500 steps)."""
+    words = flags.split()
+    steps = int(words[words.index('--steps') + 1]) if '--steps' in words else 500
+    return int(words[words.index('--warmup') + 1]) if '--warmup' in words else steps // 5
+
+
+def rederive_warnings(results):
+    """Replace each recorded evaluation's 'warning' and each run's 'warnings' by what
+    `collapse_warning` says of them now; returns `results`."""
+    from d2lbert.pretraining.collapse import collapse_warning
+    for run in results['runs']:
+        for evaluation in run['evaluations']:
+            evaluation.pop('warning', None)
+            warning = collapse_warning(evaluation, warmup_steps_of(run['flags']))
+            if warning:
+                evaluation['warning'] = warning
+        run['final'] = run['evaluations'][-1]
+        run['warnings'] = [e['warning'] for e in run['evaluations'] if 'warning' in e]
+    return results
+
+
 def machine():
     """The CPU this ran on (d2lbert bench's description)."""
     from d2lbert.bench.machine import cpu_description
     return cpu_description()
+
+
+def check_results_file(out, wikitext):
+    """--out as d2lbert's commands check an output, before the hours of runs: its
+    folder made, never a link or the corpus --wikitext."""
+    from d2lbert.run.errors import RunError
+    from d2lbert.run.files import check_output
+    try:
+        check_output('--out', out, {'--wikitext': wikitext})
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    except RunError as err:
+        sys.exit(f'pretrain_study: {err}')
+    except OSError as err:
+        sys.exit(f'pretrain_study: --out {out}: {err.strerror}')
+
+
+def write_results(out, results):
+    """The results file, whole or not at all (`d2lbert.run.files.write_file_atomically`)."""
+    from d2lbert.run.errors import RunError
+    from d2lbert.run.files import write_file_atomically
+    try:
+        write_file_atomically('--out', out, lambda f: json.dump(results, f, indent=1))
+    except RunError as err:
+        sys.exit(f'pretrain_study: {err}')
 
 
 def main(argv=None):
@@ -195,11 +244,22 @@ def main(argv=None):
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
                         help="only print the README's tables of the results file --out")
+    parser.add_argument('--rederive-warnings', action='store_true',
+                        help='recompute the collapse warnings of the evaluations recorded '
+                             'in --out with the current rule, rewrite it, print the tables')
     args = parser.parse_args(argv)
+    if args.rederive_warnings:
+        with open(args.out, encoding='utf-8') as f:
+            results = rederive_warnings(json.load(f))
+        with open(args.out, 'w', encoding='utf-8') as f:
+            json.dump(results, f, indent=1)
+        print(readme_tables(results))
+        return
     if args.readme:
         with open(args.out, encoding='utf-8') as f:
             print(readme_tables(json.load(f)))
         return
+    check_results_file(args.out, args.wikitext)
     parts = args.only.split(',')
     with tempfile.TemporaryDirectory() as scratch:
         wikitext_dir = (split_wikitext(args.wikitext, os.path.join(scratch, 'wikitext'))
@@ -217,9 +277,7 @@ def main(argv=None):
     results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
                'command': 'python chapter_bert/tools/pretrain_study.py',
                'thresholds': THRESHOLDS, 'summary': summarize(records), 'runs': records}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, 'w', encoding='utf-8') as f:
-        json.dump(results, f, indent=1)
+    write_results(args.out, results)
     print(markdown_table(records))
     print(json.dumps(results['summary'], indent=1))
 

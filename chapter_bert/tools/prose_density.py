@@ -98,8 +98,12 @@ def update_readme(path=os.path.join(CHAPTER_DIR, 'README.md')):
     old = readme_table(text)
     if '## Prose density' not in text or not old:
         sys.exit(f'prose_density: {path} has no table in a section "## Prose density"')
-    with open(path, 'w', encoding='utf-8') as f:
-        f.write(text.replace(old, toc_table()))
+    from d2lbert.run.errors import RunError
+    from d2lbert.run.files import write_file_atomically
+    try:  # never through a link, whole or not at all (as d2lbert's commands write)
+        write_file_atomically('README.md', path, lambda f: f.write(text.replace(old, toc_table())))
+    except RunError as err:
+        sys.exit(f'prose_density: {err}')
 
 
 def main(argv):

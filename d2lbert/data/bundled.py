@@ -2,10 +2,10 @@
 
 It is not stored in the repository: :mod:`.make_bundled_corpus`, a
 deterministic generator of encyclopedia-like paragraphs (animals, cities,
-rivers, people, ...), writes it in WikiText format on first use (about 1.5 s)
-into the cache, and later runs reuse it. It is small (under 1 MB) but has
-structure a small BERT can learn in a minute: consecutive sentences follow a
-per-topic script, so a sentence from another paragraph is recognizable (NSP),
+rivers, people, ...), writes it in WikiText format on first use into the
+cache, and later runs reuse it. It is small (under 1 MB) but has structure a
+small BERT learns in a few hundred steps: consecutive sentences follow a per-topic
+script, so a sentence from another paragraph is recognizable (NSP),
 and words co-occur predictably, so masked words can be guessed (MLM).
 """
 import os

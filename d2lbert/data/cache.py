@@ -4,11 +4,69 @@ The cache lives in ``~/.d2lbert`` unless the environment variable
 ``D2LBERT_HOME`` names another directory. Every entry is written to a
 temporary name first and renamed into place only once complete
 (:func:`d2lbert.util.files.atomic_directory`), so a crash or Ctrl-C never
-leaves a half-written entry that a later run would read.
+leaves a half-written entry that a later run would read. An entry is sealed
+with a manifest of its files' sizes and SHA-1s (:func:`seal`): one that a
+disk error, a truncation or a stray write has changed since fails
+:func:`is_intact` and is rebuilt (:func:`discard`).
 """
+import json
 import os
+import shutil
+import tempfile
+import warnings
 
 import numpy as np
+
+from ..util.hashing import sha1_of_file
+
+MANIFEST = 'manifest.json'
+
+
+def _files(directory):
+    """The files of an entry (its sub-folders are entries of their own)."""
+    return sorted(name for name in os.listdir(directory) if name != MANIFEST
+                  and os.path.isfile(os.path.join(directory, name)))
+
+
+def seal(directory):
+    """Write the manifest of ``directory``'s files (size and SHA-1 of each)."""
+    manifest = {name: {'bytes': os.path.getsize(os.path.join(directory, name)),
+                       'sha1': sha1_of_file(os.path.join(directory, name))}
+                for name in _files(directory)}
+    with open(os.path.join(directory, MANIFEST), 'w') as f:
+        json.dump(manifest, f, indent=2)
+
+
+def is_intact(directory):
+    """Whether ``directory`` holds exactly the files its manifest lists, each of the
+    size and SHA-1 it had when sealed (False without a manifest)."""
+    try:
+        with open(os.path.join(directory, MANIFEST)) as f:
+            manifest = json.load(f)
+        if sorted(manifest) != _files(directory):
+            return False
+        return all(os.path.getsize(os.path.join(directory, name)) == entry['bytes']
+                   and sha1_of_file(os.path.join(directory, name)) == entry['sha1']
+                   for name, entry in manifest.items())
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+
+
+def discard(directory):
+    """Remove a cache entry that failed :func:`is_intact` (moved aside first, so that
+    no process sees it half removed), with a warning naming it if it was sealed (an
+    entry of an older d2lbert, without a manifest, is rebuilt silently)."""
+    if not os.path.isdir(directory):
+        return
+    if os.path.isfile(os.path.join(directory, MANIFEST)):
+        warnings.warn(f'the cache entry {directory} failed its check (a file changed '
+                      'size or content since it was written): rebuilding it',
+                      stacklevel=2)
+    aside = tempfile.mkdtemp(prefix='.discarded-', dir=os.path.dirname(directory))
+    try:
+        os.rename(directory, os.path.join(aside, 'entry'))
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 

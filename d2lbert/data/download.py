@@ -77,9 +77,9 @@ def wikitext_directory(name='wikitext-2', base_url=None, sha1=None):
     base_url = (base_url or os.environ.get('D2LBERT_WIKITEXT_URL')
                 or DEFAULT_BASE_URL)
     offline_hint = (
-        f'get {archive_name} elsewhere, unzip it and pass the directory '
-        f'that holds wiki.train.tokens, e.g. load_data_wiki(..., '
-        f"data='/path/to/{name}'), or set D2LBERT_WIKITEXT_URL to a mirror.")
+        f'get {archive_name} elsewhere, unzip it and give the folder that '
+        f'holds wiki.train.tokens as the data (d2lbert pretrain --data '
+        f'FOLDER), or set D2LBERT_WIKITEXT_URL to a mirror.')
     return cached_archive(os.path.join(data_home(), name),
                           archive_url(base_url, archive_name), SPLIT_FILES,
                           sha1 or official_sha1, offline_hint)
@@ -144,7 +144,7 @@ def download_file(url, path, offline_hint):
     except (urllib.error.URLError, OSError) as error:
         raise DownloadError(
             f'could not download {os.path.basename(url)} from {url}: '
-            f'{error}.\nIf you are offline, {offline_hint}') from error
+            f'{error}. If you are offline, {offline_hint}') from error
     return sha1.hexdigest()
 
 

@@ -254,7 +254,7 @@ def _map_chunks(corpus_directory, chunks, vocab, options, num_workers):
     except concurrent.futures.process.BrokenProcessPool as error:
         raise RuntimeError(
             'a worker process building examples died (out of memory?); '
-            'retry with fewer num_workers, or num_workers=0') from error
+            'retry with fewer worker processes, or none') from error
 
 
 _worker_corpus = {}

@@ -12,7 +12,9 @@ The vocabulary, the encoded corpus and the examples are cached on disk in
 the corpus file's SHA-1 and every option that changes them (file format,
 lowercasing, min_freq / the vocabulary's own hash, max_len, seed, masking
 probabilities, dynamic masking, the data format version), so a second run
-with the same arguments only memory-maps the result.
+with the same arguments only memory-maps the result (after checking the
+files' sizes and SHA-1s: an entry that fails the check is rebuilt, see
+:mod:`.cache`).
 
 Memory stays bounded for any corpus size: the text is streamed, token ids
 are written to disk as they are produced and memory-mapped, and examples are
@@ -32,7 +34,7 @@ from .bundled import bundled_corpus_directory
 from .batches import PretrainingBatches
 from ..util.files import atomic_directory
 from ..util.hashing import sha1_of_file, sha1_of_strings
-from .cache import data_home
+from .cache import data_home, discard, is_intact, seal
 from .corpus import guess_file_format, read_paragraphs
 from .download import WIKITEXT_ARCHIVES, wikitext_directory
 from .encoding import TokenizedCorpus, count_tokens
@@ -63,12 +65,12 @@ def corpus_file(data=None, split='train', base_url=None):
         return data
     else:
         raise FileNotFoundError(
-            f"data={data!r} is neither 'bundled', 'wikitext-2', "
+            f"the data {data!r} is neither 'bundled', 'wikitext-2', "
             f"'wikitext-103' nor an existing file or directory")
     path = os.path.join(directory, f'wiki.{split}.tokens')
     if not os.path.isfile(path):
-        raise FileNotFoundError(f'{path!r} not found: data={data!r} must be a '
-                                f'directory holding wiki.{split}.tokens')
+        raise FileNotFoundError(f'{path!r} not found: the data {data!r} must '
+                                f'be a folder holding wiki.{split}.tokens')
     return path
 
 
@@ -102,23 +104,30 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     if vocab is None:
         vocab = _cached_vocab(corpus_cache, min_freq, paragraphs, path)
     encoded = os.path.join(corpus_cache, f'corpus-{vocab.fingerprint()}')
-    if not os.path.isdir(encoded):
+    if not is_intact(encoded):
+        discard(encoded)  # with the examples made of it
         with atomic_directory(encoded) as tmp:
             TokenizedCorpus.write(paragraphs(), vocab, tmp)
+            seal(tmp)
     if TokenizedCorpus(encoded).num_sentences == 0:
         raise ValueError(_no_pairs_message(path))
     examples = os.path.join(encoded, 'examples-' + sha1_of_strings(
         dataclasses.astuple(options))[:16])
-    if not os.path.isdir(examples):
+    if not is_intact(examples):
+        discard(examples)
         with atomic_directory(examples) as tmp:
             write_examples(encoded, vocab, options, tmp, num_workers)
+            seal(tmp)
     return PretrainingExamples(examples, vocab)
 
 
 def _cached_vocab(corpus_cache, min_freq, paragraphs, path):
     vocab_file = os.path.join(corpus_cache, f'vocab-min_freq{min_freq}.json')
     if os.path.isfile(vocab_file):
-        return Vocab.load(vocab_file)
+        try:
+            return Vocab.load(vocab_file)
+        except (ValueError, KeyError, TypeError):  # not the JSON it wrote: rebuilt
+            pass
     counts = count_tokens(paragraphs())
     if not counts:
         raise ValueError(_no_pairs_message(path))

@@ -21,7 +21,7 @@ import os
 
 from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
 from ..run import checkpoint as ckpt
-from ..run.devices import check_gpu_ids, training_contexts
+from ..run.devices import check_devices, check_gpu_ids, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
 from ..run.folder import prepare_out_dir
@@ -46,6 +46,7 @@ MAX_SEED = 2 ** 32 - 1
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
+TASK_DROPOUT = 0.1  # --dropout of the tasks but SQuAD's (which has none)
 # the options --resume must not change
 TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
               'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
@@ -62,8 +63,10 @@ class FinetuneOptions(Options):
     GluonNLP's and Google's recipes). warmup is the share of all steps.
 
     max_len None means 384 for the SQuAD tasks (one question and passage window, as
-    Google's BERT, GluonNLP and Hugging Face) and 128 for the others; doc_stride and
-    max_query_len only concern the SQuAD tasks (`data.squad.windows`).
+    Google's BERT, GluonNLP and Hugging Face) and 128 for the others. An option that
+    concerns some tasks only is None for the others, and refused when given for them:
+    doc_stride and max_query_len are the SQuAD tasks' (`data.squad.windows`), dropout
+    the other tasks', label_type csv's.
     """
     task: str = option(None, f'one of {", ".join(TASK_NAMES)}', choice(TASK_NAMES),
                        required=True, parse=str.lower)
@@ -77,25 +80,28 @@ class FinetuneOptions(Options):
                       'downloaded when --data is not given)', text(optional=True))
     out: str = option(None, 'output folder (default: runs/finetune-TASK-DATE-TIME)',
                       text(optional=True))
-    label_type: str = option('class', "csv: 'class' (label is a class name) or 'number' "
-                             '(regression)', choice(LABEL_TYPES))
+    label_type: str = option(None, "csv: 'class' (label is a class name) or 'number' "
+                             '(regression)', optional(choice(LABEL_TYPES)),
+                             shown_default='class')
     epochs: int = option(3, 'passes over the training set', integer(1))
     batch_size: int = option(32, 'examples per step', integer(1))
     max_len: int = option(None, 'longest input in tokens; longer pairs are cut longest '
                           'first; SQuAD: a question and passage window (default: 384 for '
                           'squad2/squad1, else 128)', integer(4))
-    doc_stride: int = option(DOC_STRIDE, "squad2/squad1: a long passage's windows start "
-                             'this many tokens apart', integer(1))
-    max_query_len: int = option(MAX_QUERY_LEN, 'squad2/squad1: the most question tokens (the '
-                                'rest is cut off)', integer(1))
+    doc_stride: int = option(None, "squad2/squad1: a long passage's windows start this "
+                             'many tokens apart', optional(integer(1)),
+                             shown_default=DOC_STRIDE)
+    max_query_len: int = option(None, 'squad2/squad1: the most question tokens (the rest is '
+                                'cut off)', optional(integer(1)), shown_default=MAX_QUERY_LEN)
     lr: float = option(None, 'peak learning rate (default: 1e-4 for models up to 256 hidden '
                        'units, else 3e-5)', optional(number(0, inclusive=False)))
     warmup: float = option(0.1, 'share of the steps with linear warmup; then linear decay '
                            'to 0', fraction)
     weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
                                  'parameters)', number(0))
-    dropout: float = option(0.1, 'dropout before the new output layer (SQuAD: none, as in '
-                            'the references)', fraction)
+    dropout: float = option(None, 'dropout before the new output layer (not for SQuAD, '
+                            'which has none, as the references)', optional(fraction),
+                            shown_default=TASK_DROPOUT)
     clip: float = option(1.0, 'clip the global gradient norm (0: off)', number(0))
     eval_every: int = option(0, 'evaluate on dev (and checkpoint) every N steps and after '
                              'each epoch (0: after each epoch only)',
@@ -119,12 +125,37 @@ class FinetuneOptions(Options):
     def __post_init__(self):
         if isinstance(self.task, str):  # glue/MRPC as GLUE's folders, glue/mrpc as HF's
             self.task = self.task.lower()
-        if self.max_len is None and self.task in TASK_NAMES:
-            self.max_len = MAX_LEN if self.task in SQUAD_TASKS else TASK_MAX_LEN
+        if self.task in TASK_NAMES:
+            self.fill_task_defaults()
         super().__post_init__()
 
+    def fill_task_defaults(self):
+        """The defaults of the options of this task (the others stay None)."""
+        squad = self.task in SQUAD_TASKS
+        defaults = dict(max_len=MAX_LEN if squad else TASK_MAX_LEN,
+                        doc_stride=DOC_STRIDE if squad else None,
+                        max_query_len=MAX_QUERY_LEN if squad else None,
+                        dropout=None if squad else TASK_DROPOUT,
+                        label_type='class' if self.task == 'csv' else None)
+        for name, default in defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, default)
+
     def check_together(self):
-        """--task csv needs --data; a SQuAD window must leave room for the passage."""
+        """--task csv needs --data; a SQuAD window must leave room for the passage; an
+        option of other tasks is refused; --cpu and --gpus exclude each other."""
+        check_devices(self.cpu, self.gpus)
+        squad = self.task in SQUAD_TASKS
+        for name, applies, tasks in (
+                ('doc_stride', squad, 'squad2 and squad1'),
+                ('max_query_len', squad, 'squad2 and squad1'),
+                ('dropout', not squad, 'the tasks but squad2 and squad1 (whose output '
+                                       'layer has no dropout)'),
+                ('label_type', self.task == 'csv', "csv (another task's labels are "
+                                                   'fixed by the task)')):
+            if not applies and getattr(self, name) is not None:
+                raise ValueError(f'{flag(name)} does not apply to --task {self.task}, only '
+                                 f'to {tasks}')
         if self.task == 'csv' and self.data is None:
             raise ValueError('--task csv needs --data, your training file (.csv, .tsv or '
                              '.jsonl with text[, text_pair], label columns)')

@@ -56,11 +56,11 @@ def read_labelled_task(options, vocab):
     """The `LabelledTask` of `FinetuneOptions` (task, data, dev, label_type, max_len,
     dropout), encoded with vocab."""
     train = read_train_split(options.task, options.data, options.label_type)
-    dev = read_dev_split(options.task, options.data, options.dev, train.labels,
-                         options.label_type)
     if not train.examples:
         raise RunError(f'--data {options.data}: the training set has no examples')
-    check_training_labels(options, train)
+    check_training_labels(options, train)  # before the dev labels are checked against them
+    dev = read_dev_split(options.task, options.data, options.dev, train.labels,
+                         options.label_type)
     info = TaskInfo(options.task, task_head(options.task), train.labels, options.max_len,
                     options.dropout, task_metrics(options.task, train.labels))
     encoded_dev = None if dev is None else encode_task(dev, vocab, options.max_len)

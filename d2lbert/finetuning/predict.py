@@ -41,10 +41,11 @@ def label_probabilities(info, row):
     return {label: round(float(p), DIGITS) for label, p in zip(info.labels, row)}
 
 
-def predict(model, data, out, batch_size=64, plain=False, precision='fp32'):
+def predict(model, data, out, batch_size=64, plain=False, precision='fp32', overwrite=True):
     """Write the predictions of the model folder `model` for the task file `data` to
-    the JSON lines file `out`, the matrix products in `precision` ('fp32', 'bf16');
-    returns {'examples': n, 'scores': {...} or None}."""
+    the JSON lines file `out` (replacing a file there only if overwrite), the matrix
+    products in `precision` ('fp32', 'bf16'); returns {'examples': n, 'scores': {...} or
+    None}."""
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = read_task_file_of(info.task, data, info.labels,
                                   'class' if info.labels is not None else 'number')
@@ -59,7 +60,8 @@ def predict(model, data, out, batch_size=64, plain=False, precision='fp32'):
     records = [prediction_record(info, example, prediction, probs) for example, prediction,
                probs in zip(task_data.examples, predictions, probabilities)]
     write_file_atomically('--out', out, lambda f: f.writelines(
-        json.dumps(record, ensure_ascii=False) + '\n' for record in records))
+        json.dumps(record, ensure_ascii=False) + '\n' for record in records),
+        overwrite=overwrite)
     labelled = task_data.examples and all(
         getattr(example, 'label', True) is not None for example in task_data.examples)
     scores = task_scores_of(info, task_data, encoded, predictions) if labelled else None

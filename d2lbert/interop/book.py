@@ -81,10 +81,9 @@ def book_model_directory(name, base_url=None):
     file_name, sha1 = BOOK_MODELS[name]
     base_url = base_url or os.environ.get(URL_VARIABLE) or DATA_URL
     offline_hint = (f'get {file_name} elsewhere (the d2l book downloads it from '
-                    f'{archive_url(DATA_URL, file_name)}) and pass its path instead of '
-                    f"{name!r}, e.g. load_pretrained('/path/to/{file_name}') or "
-                    f'--model /path/to/{file_name} (the zip or its unzipped folder), or '
-                    f'set {URL_VARIABLE} to a mirror.')
+                    f'{archive_url(DATA_URL, file_name)}) and give its path instead of '
+                    f'{name!r} (--model /path/to/{file_name}: the zip or its unzipped '
+                    f'folder), or set {URL_VARIABLE} to a mirror.')
     return cached_archive(os.path.join(data_home(), name), archive_url(base_url, file_name),
                           BOOK_FILES, sha1, offline_hint)
 

@@ -13,6 +13,7 @@ from ..data.vocab_files import load_vocab
 from ..finetuning.task_model import is_task_model, load_task_model
 from ..model import BERTModel
 from ..run.checkpoint import load_parameters, read_config
+from ..run.files import written_as_os_errors
 from ..run.models import model_folder, model_step
 from .huggingface import from_huggingface, to_huggingface, write_tokenizer
 
@@ -24,14 +25,27 @@ def convert_from_hf(hf_dir, out_dir, allow_pickle=False):
     would be lost; `from_huggingface` loads it, and `d2lbert finetune --model` takes its
     encoder as it is.
     """
+    model = read_hf_model(hf_dir, allow_pickle)
+    return write_model_dir(out_dir, *model)
+
+
+def read_hf_model(hf_dir, allow_pickle=False):
+    """(net, tokenizer, config) of a Hugging Face directory of a pretrained BERT, read
+    and checked whole before anything is written (see `convert_from_hf`)."""
     net, tokenizer, config = from_huggingface(hf_dir, allow_pickle)
     if not isinstance(net, BERTModel):
         raise ValueError(f'{hf_dir} holds a fine-tuned {type(net).__name__} (config.json\'s '
                          'architectures); convert --from-hf converts pretrained BERTs only')
+    return net, tokenizer, config
+
+
+def write_model_dir(out_dir, net, tokenizer, config):
+    """Write a d2lbert model directory; returns the heads the net lacks."""
     os.makedirs(out_dir, exist_ok=True)
     config.to_json_file(os.path.join(out_dir, 'config.json'))
     write_tokenizer(tokenizer, out_dir)
-    net.save_parameters(os.path.join(out_dir, 'model.params'))
+    with written_as_os_errors(os.path.join(out_dir, 'model.params')):
+        net.save_parameters(os.path.join(out_dir, 'model.params'))
     return net.missing_heads
 
 
@@ -47,16 +61,24 @@ def convert_to_hf(path, out_dir):
     """The model `path` means (`run.models.model_folder`: a run's best model, a
     checkpoint, a model folder; a fine-tuned one, see `convert_task_model_to_hf`) ->
     Hugging Face BERT directory. Returns (the model folder, its step or None)."""
+    (net, config, vocab, labels), folder = read_model_to_export(path)
+    to_huggingface(net, config, vocab, out_dir, labels)
+    return folder, model_step(folder)
+
+
+def read_model_to_export(path):
+    """((net, config, vocab, labels), folder) of the model `path` means (see
+    `convert_to_hf`), read and checked whole before anything is written; labels: a
+    fine-tuned model's class or tag names (None for a pretrained one)."""
     folder = model_folder(path)
     if not os.path.isfile(os.path.join(folder, 'model.params')):
         raise ValueError(f'{path} holds no d2lbert model (model.params), no run folder '
                          '(checkpoints/ or model/)')
     if is_task_model(folder):
-        convert_task_model_to_hf(folder, out_dir)
-    else:
-        net, vocab, config = load_model_dir(folder)
-        to_huggingface(net, config, vocab, out_dir)
-    return folder, model_step(folder)
+        net, config, vocab, info = load_task_model(folder)
+        return (net, config, vocab, info.labels), folder
+    net, vocab, config = load_model_dir(folder)
+    return (net, config, vocab, None), folder
 
 
 def convert_task_model_to_hf(model_dir, out_dir):

@@ -15,6 +15,7 @@
     hidden_act ('gelu')            hidden_act, with embedding_layer_norm=True
 """
 from ..model import BERTConfig
+from ..model.config import MAX_SIZES
 
 # Hugging Face name -> (BERTConfig name, Hugging Face's default or None if required)
 FIELDS = {
@@ -37,7 +38,8 @@ def config_from_hf(hf_config, source='config.json'):
 
     Raises ValueError, naming `source`, for a model that is not a BERT d2lbert can run
     exactly: another model_type, an activation other than exact GELU, relative
-    position embeddings, a decoder, or a missing size.
+    position embeddings, a decoder, a missing size, or a size beyond the limits of
+    `model.config.MAX_SIZES` (checked before anything is allocated).
     """
     model_type = hf_config.get('model_type', 'bert')  # very old files have none
     if model_type != 'bert':
@@ -59,6 +61,11 @@ def config_from_hf(hf_config, source='config.json'):
         raise ValueError(f'{source} lacks the BERT size field(s) {missing}')
     values = {ours: hf_config.get(theirs, default)
               for theirs, (ours, default) in FIELDS.items()}
+    for theirs, (ours, _) in FIELDS.items():
+        limit, value = MAX_SIZES.get(ours), values[ours]
+        if limit is not None and isinstance(value, int) and value > limit:
+            raise ValueError(f'{source}: {theirs} is {value}, more than the limit {limit:,} '
+                             '(a corrupt or mistyped file?)')
     try:
         return BERTConfig.original(**values)
     except ValueError as error:
@@ -68,7 +75,7 @@ def config_from_hf(hf_config, source='config.json'):
 def check_exportable(config):
     """Raise ValueError unless Hugging Face's BERT computes exactly what `config` does."""
     if config.hidden_act != 'gelu':
-        raise ValueError(f"cannot export a model with hidden_act={config.hidden_act!r}: "
+        raise ValueError(f"cannot export a model whose hidden_act is {config.hidden_act!r}: "
                          "Hugging Face's BERT is built with 'gelu' (use BERTConfig.original)")
     if not config.embedding_layer_norm:
         raise ValueError('cannot export a model without embedding_layer_norm: Hugging '

@@ -132,7 +132,9 @@ def check_shapes(params, tensors, source):
 def load_tensors(net, tensors, source, unused_heads=()):
     """Copy a checkpoint's tensors (name -> NumPy array) into `net`'s parameters.
 
-    Returns the list of missing heads, whose parameters keep their initial values;
+    Raises ValueError for a missing tensor, a shape the config does not imply, or a NaN
+    or infinite value (a corrupt file). Returns the list of missing heads, whose
+    parameters keep their initial values;
     warns about them (but those in `unused_heads`, which the caller has no use for)
     and about tensors that are ignored (e.g. a fine-tuned classifier's).
     """
@@ -142,6 +144,10 @@ def load_tensors(net, tensors, source, unused_heads=()):
         tensors.pop('cls.predictions.decoder.weight', None)  # the tied word embedding
     heads = missing_heads(params, tensors, source)
     check_shapes(params, tensors, source)
+    for name in params:
+        if name in tensors and not onp.isfinite(tensors[name]).all():
+            raise ValueError(f'{source} is corrupt: tensor {name!r} holds NaN or infinite '
+                             'values')
     for name, param in params.items():
         if name in tensors:
             param.set_data(np.array(onp.asarray(tensors[name], dtype='float32')))

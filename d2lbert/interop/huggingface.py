@@ -31,6 +31,7 @@ from .hf_weights import (canonical_names, check_shapes, encoder_map, load_tensor
                          parameter_map, tensors_of)
 from ..data.vocab_files import read_wordpiece as read_tokenizer
 from ..data.wordpiece import SPECIAL_TOKENS, WordPieceVocab
+from ..run.files import written_as_os_errors
 
 
 def _file(directory, name):
@@ -77,6 +78,16 @@ def write_tokenizer(vocab, directory):
                 os.path.join(directory, 'tokenizer_config.json'))
 
 
+class PickleRefused(ValueError):
+    """A pytorch_model.bin was not read, as allow_pickle was not given (the commands
+    name their own flag)."""
+
+    def __init__(self, path):
+        super().__init__(f'{path} is a pickle, and loading a pickle can run arbitrary code: '
+                         'pass allow_pickle=True if you trust it')
+        self.path = path
+
+
 def read_tensors(directory, allow_pickle=False):
     """(name -> NumPy array, file) of model.safetensors, else of pytorch_model.bin.
 
@@ -97,9 +108,7 @@ def read_tensors(directory, allow_pickle=False):
         raise FileNotFoundError(f'{directory} has neither model.safetensors nor '
                                 'pytorch_model.bin')
     if not allow_pickle:
-        raise ValueError(f'{pickle_file} is a pickle, and loading a pickle can run arbitrary '
-                         'code: pass allow_pickle=True (the d2lbert command: --allow-pickle) '
-                         'if you trust it')
+        raise PickleRefused(pickle_file)
     try:
         import torch
     except ImportError:
@@ -159,7 +168,7 @@ def read_directory(path):
     tokenizer = read_tokenizer(path)
     if len(tokenizer) != config.vocab_size:
         raise ValueError(f'{os.path.join(path, "vocab.txt")} has {len(tokenizer)} tokens, but '
-                         f'{config_file} says vocab_size={config.vocab_size}')
+                         f'{config_file} says vocab_size {config.vocab_size}')
     return hf_config, config, tokenizer
 
 
@@ -199,8 +208,9 @@ def to_huggingface(net, config, vocab, path, labels=None):
     os.makedirs(path, exist_ok=True)
     _write_json({**config_to_hf(config, vocab.pad_id), **head_fields},
                 os.path.join(path, 'config.json'))
-    _safetensors().save_file(tensors_of(params), os.path.join(path, 'model.safetensors'),
-                             metadata={'format': 'pt'})
+    with written_as_os_errors(os.path.join(path, 'model.safetensors')):
+        _safetensors().save_file(tensors_of(params), os.path.join(path, 'model.safetensors'),
+                                 metadata={'format': 'pt'})
     write_tokenizer(vocab, path)
 
 

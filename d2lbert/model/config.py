@@ -7,6 +7,12 @@ SIZES = {
     'small': dict(num_hiddens=256, ffn_num_hiddens=1024, num_heads=4, num_layers=4),
     'base': dict(num_hiddens=768, ffn_num_hiddens=3072, num_heads=12, num_layers=12),
 }
+# The largest value of each size: a config beyond one, or beyond MAX_PARAMETERS in all,
+# is taken for a corrupt or mistyped file and refused before anything is allocated
+# (BERT-large: 1,024 hidden units, 24 layers, 340 million parameters).
+MAX_SIZES = dict(vocab_size=1_000_000, num_hiddens=16_384, ffn_num_hiddens=65_536,
+                 num_heads=256, num_layers=256, max_len=65_536, type_vocab_size=1_024)
+MAX_PARAMETERS = 2_000_000_000  # 8 GB in float32
 
 
 @dataclasses.dataclass
@@ -41,11 +47,19 @@ class BERTConfig:
 
     def validate(self):
         """Raise `ValueError` naming the first invalid field."""
-        for name in ('vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads',
-                     'num_layers', 'max_len', 'type_vocab_size'):
+        for name, limit in MAX_SIZES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f'BERTConfig.{name} must be a positive integer, got {value!r}')
+            if value > limit:
+                raise ValueError(f'BERTConfig.{name} is {value}, more than the limit '
+                                 f'{limit:,}')
+        if self.parameter_count() > MAX_PARAMETERS:
+            raise ValueError(f'BERTConfig describes about {self.parameter_count():.2g} '
+                             f'parameters (num_hiddens {self.num_hiddens}, ffn_num_hiddens '
+                             f'{self.ffn_num_hiddens}, num_layers {self.num_layers}, '
+                             f'vocab_size {self.vocab_size}), more than the limit '
+                             f'{MAX_PARAMETERS:.0e}')
         if self.num_hiddens % self.num_heads:
             raise ValueError(f'BERTConfig.num_hiddens ({self.num_hiddens}) must be divisible '
                              f'by num_heads ({self.num_heads})')
@@ -63,6 +77,12 @@ class BERTConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f'BERTConfig.{name} must be True or False, '
                                  f'got {getattr(self, name)!r}')
+
+    def parameter_count(self):
+        """About how many parameters the model has (embeddings and encoder)."""
+        h = self.num_hiddens
+        embeddings = (self.vocab_size + self.max_len + self.type_vocab_size) * h
+        return embeddings + self.num_layers * (4 * h * h + 2 * h * self.ffn_num_hiddens)
 
     @classmethod
     def d2l(cls, vocab_size, size='book', **overrides):
@@ -112,4 +132,7 @@ class BERTConfig:
                 raise ValueError(f'{path} is not a valid JSON config: {error}') from None
         if not isinstance(values, dict):
             raise ValueError(f'{path} must hold a JSON object of BERTConfig fields')
-        return cls.from_dict(values)
+        try:
+            return cls.from_dict(values)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f'{path}: {error}') from None

@@ -11,9 +11,11 @@ Layout of a pretraining output folder::
 see `data.vocab_files`; a fine-tuning checkpoint also has task.json).
 """
 import json
+import math
 import os
 import re
 import shutil
+import struct
 import tempfile
 
 import mxnet as mx
@@ -21,10 +23,9 @@ import mxnet as mx
 from ..data.vocab_files import load_vocab, save_vocab
 from ..model import BERTConfig
 from ..util.hashing import sha1_of_file
-from .files import disk_fault, replace_folder
+from .files import disk_fault, make_readable, replace_folder, written_as_os_errors
 
 CHECKPOINT_DIR = 'checkpoints'
-MAX_PARAMETERS = 20e9  # a config.json beyond this is taken for a corrupt file
 _NAME = re.compile(r'^step-(\d{6,})$')
 
 
@@ -38,9 +39,11 @@ def write_model_files(folder, net, config, vocab, trainer=None, json_files=None)
     {name: value} of json_files as a JSON file, and last manifest.json."""
     config.to_json_file(os.path.join(folder, 'config.json'))
     save_vocab(vocab, folder)
-    net.save_parameters(os.path.join(folder, 'model.params'))
+    with written_as_os_errors(os.path.join(folder, 'model.params')):
+        net.save_parameters(os.path.join(folder, 'model.params'))
     if trainer is not None:
-        trainer.save_states(os.path.join(folder, 'trainer.states'))
+        with written_as_os_errors(os.path.join(folder, 'trainer.states')):
+            trainer.save_states(os.path.join(folder, 'trainer.states'))
     for name, value in (json_files or {}).items():
         with open(os.path.join(folder, name), 'w', encoding='utf-8') as f:
             json.dump(value, f, indent=2)
@@ -62,6 +65,7 @@ def save_checkpoint(out_dir, step, net, trainer, config, vocab, state, keep=3,
     try:
         write_model_files(tmp, net, config, vocab, trainer,
                           {**(json_files or {}), 'state.json': {**state, 'step': step}})
+        make_readable(tmp)
         replace_folder(tmp, final)
     except OSError as error:
         raise disk_fault(final, error) from None
@@ -79,6 +83,7 @@ def save_model_folder(folder, net, config, vocab, json_files=None):
     tmp = tempfile.mkdtemp(prefix='.tmp-model-', dir=parent)
     try:
         write_model_files(tmp, net, config, vocab, json_files=json_files)
+        make_readable(tmp)
         replace_folder(tmp, folder)
     except OSError as error:
         raise disk_fault(folder, error) from None
@@ -125,31 +130,57 @@ def verify_checkpoint(checkpoint):
                                   '(size or SHA-1 differs from manifest.json)')
 
 
-def parameter_count(config):
-    """About how many parameters a model of config has (embeddings and encoder)."""
-    h, layers = config.num_hiddens, config.num_layers
-    embeddings = (config.vocab_size + config.max_len + config.type_vocab_size) * h
-    return embeddings + layers * (4 * h * h + 2 * h * config.ffn_num_hiddens)
-
-
 def read_config(folder):
-    """The `BERTConfig` of a model folder; a CheckpointError for one no machine here
-    could build (a corrupt or mistyped config.json)."""
+    """The `BERTConfig` of a model folder; a CheckpointError naming config.json for one
+    that is not a valid config or is beyond `model.config.MAX_SIZES` (a corrupt or
+    mistyped file)."""
     path = os.path.join(folder, 'config.json')
-    config = BERTConfig.from_json_file(path)
-    if parameter_count(config) > MAX_PARAMETERS:
-        raise CheckpointError(f'{path} describes a model of about '
-                              f'{parameter_count(config) / 1e9:.0f} billion parameters '
-                              f'(num_hiddens {config.num_hiddens}, num_layers '
-                              f'{config.num_layers}): more than {MAX_PARAMETERS / 1e9:.0f} '
-                              'billion, so it is taken for a corrupt file')
-    return config
+    try:
+        return BERTConfig.from_json_file(path)
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
+
+
+# MXNet's parameter file: a list header, then per array a header (magic, storage type,
+# shape, device, dtype) and its data, then the names (src/ndarray/ndarray.cc, Save).
+_LIST_MAGIC, _ARRAY_MAGICS, _DENSE = 0x112, (0xF993FAC9, 0xF993FACA), 0
+_DTYPE_BYTES = {0: 4, 1: 8, 2: 2, 3: 1, 4: 4, 5: 1, 6: 8, 7: 1, 12: 2}
+
+
+def check_array_sizes(path):
+    """A CheckpointError if an array of the MXNet parameter file `path` claims a shape
+    whose data the file cannot hold (a corrupt size field), read from the arrays'
+    headers before MXNet allocates anything. A file of another layout is left to
+    MXNet's loader."""
+    size = os.path.getsize(path)
+    with open(path, 'rb') as f:
+        def read(fmt):
+            raw = f.read(struct.calcsize(fmt))
+            return struct.unpack(fmt, raw) if len(raw) == struct.calcsize(fmt) else None
+        header = read('<QQQ')
+        if header is None or header[0] != _LIST_MAGIC:
+            return
+        for index in range(header[2]):
+            array = read('<Iii')
+            if array is None or array[0] not in _ARRAY_MAGICS or array[1] != _DENSE:
+                return
+            shape = read(f'<{array[2]}q') if 0 <= array[2] <= 32 else None
+            device_dtype = read('<iii')
+            if shape is None or device_dtype is None or device_dtype[2] not in _DTYPE_BYTES:
+                return
+            claimed = math.prod(shape) * _DTYPE_BYTES[device_dtype[2]]
+            if min(shape, default=0) < 0 or claimed > size - f.tell():
+                raise CheckpointError(f'{path} is corrupt: its array {index} claims the '
+                                      f'shape {shape}, more data than the file holds')
+            f.seek(claimed, os.SEEK_CUR)
 
 
 def load_parameters(net, folder, ctx=None):
     """net.load_parameters(folder/model.params), a CheckpointError naming the file if it
-    is corrupt or does not fit the config."""
+    is corrupt (checked before anything is allocated: `check_array_sizes`) or does not
+    fit the config."""
     path = os.path.join(folder, 'model.params')
+    check_array_sizes(path)
     try:
         net.load_parameters(path, ctx=ctx)
     except (mx.base.MXNetError, AssertionError, ValueError) as error:
@@ -157,7 +188,17 @@ def load_parameters(net, folder, ctx=None):
         reason = next((line for line in reversed(reason) if line.strip()), type(error).__name__)
         raise CheckpointError(f'{path} is corrupt or does not fit {folder}/config.json '
                               f'({reason.strip()})') from None
+    check_finite(net, path)
     return net
+
+
+def check_finite(net, source):
+    """A CheckpointError naming the first parameter of net that holds a NaN or an
+    infinity: a bit flipped in a file without a manifest, or a run that diverged."""
+    for name, param in net.collect_params().items():
+        if not mx.np.isfinite(param.data()).all():
+            raise CheckpointError(f'{source} is corrupt: parameter {name} holds NaN or '
+                                  'infinite values')
 
 
 def read_checkpoint_meta(checkpoint):

@@ -82,6 +82,12 @@ def check_gpu_ids(name, gpus):
     return gpus
 
 
+def check_devices(cpu, gpus):
+    """--cpu and --gpus exclude each other (a ValueError naming both)."""
+    if cpu and gpus is not None:
+        raise ValueError(f'--cpu trains on the CPU, --gpus {gpus} on GPUs: choose one')
+
+
 def training_contexts(cpu=False, gpus=None):
     """The devices to train on: the CPU if `cpu`, the GPUs of `gpus` ('0,1'), or every
     usable GPU else the CPU. Raises ValueError (naming the flag) for GPUs that can't be

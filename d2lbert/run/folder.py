@@ -7,19 +7,28 @@
 `--overwrite` replaces it whole, or `--resume` continues the same command's run with the
 same trajectory options); it is locked against a second process, a lock left by a dead
 process is taken over, and the temporary folders a kill left behind are removed.
+
+`folder_written_whole` does the same for a folder written at once (`convert`, SQuAD
+`predict`): locked too, written beside it, checked again and swapped in at the end.
 """
 import atexit
+import contextlib
 import datetime
+import fcntl
 import json
 import os
 import shutil
+import tempfile
 
 from . import checkpoint as ckpt
-from .errors import RunError
-from .files import check_apart, check_replaceable, check_target, remove_leftovers
+from .errors import RunError, RunFault
+from .files import (check_output, check_replaceable, check_target, is_disk_full, is_within,
+                    make_readable, process_alive, remove_leftovers, replace_folder,
+                    sweep_temporaries, temporary_prefix)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
+HELD_LOCKS = {}  # lock file -> its open descriptor, holding the flock
 
 
 def due(step, every):
@@ -57,16 +66,6 @@ def check_same_run(out, command, trajectory):
                        'trajectory; resume with its own options or start a new --out')
 
 
-def process_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def lock_holder(path):
     """The process id written in a lock file (None if unreadable)."""
     try:
@@ -78,27 +77,125 @@ def lock_holder(path):
 
 def lock_folder(out):
     """Lock OUT for this process until it exits; refuse it while another live process
-    holds it, take over a lock left by a dead one."""
+    holds it, take over a lock left by a dead one.
+
+    The lock is `flock` on OUT/.lock (the system releases it when its process dies, so
+    two processes never both take over a dead one's), which also holds the process id
+    for the message; a live process id written there without the flock (an older
+    d2lbert) is respected too."""
     path = os.path.join(out, LOCK_FILE)
+    if path in HELD_LOCKS:  # this process locked it before (a run in a notebook...)
+        unlock_folder(path)
     while True:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
-            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             holder = lock_holder(path)
             if holder is not None and holder != os.getpid() and process_alive(holder):
-                raise RunError(f'--out {out} is being written by process {holder} (its '
-                               f'lock {path}); wait for it or choose another --out') from None
-            os.remove(path)  # a dead process's lock (or this process's own): take it over
+                raise BlockingIOError
+            if os.fstat(handle).st_ino != os.stat(path).st_ino:
+                raise FileNotFoundError  # removed by its holder meanwhile: try again
+        except FileNotFoundError:
+            os.close(handle)
             continue
-        with os.fdopen(handle, 'w') as f:
-            f.write(f'{os.getpid()}\n')
+        except BlockingIOError:
+            os.close(handle)
+            holder = lock_holder(path)
+            raise RunError(f'--out {out} is being written by '
+                           f'{"process " + str(holder) if holder else "another process"} '
+                           f'(its lock {path}); wait for it or choose another --out') from None
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f'{os.getpid()}\n'.encode(), 0)
+        HELD_LOCKS[path] = handle
         atexit.register(unlock_folder, path)
         return path
 
 
 def unlock_folder(path):
+    """Remove this process's lock file (then release its flock)."""
     if lock_holder(path) == os.getpid():
         os.remove(path)
+    if path in HELD_LOCKS:
+        os.close(HELD_LOCKS.pop(path))
+
+
+def check_still_locked(flag, out, lock):
+    """At the final rename: OUT is still a folder (no link swapped in) holding our lock."""
+    check_target(flag, out)
+    if lock_holder(lock) != os.getpid():
+        raise RunError(f'{flag} {out}: its lock {lock} was taken or removed by another '
+                       'process while writing; nothing was put in place')
+
+
+def holds_files(out):
+    return os.path.isdir(out) and bool(set(os.listdir(out)) - {LOCK_FILE})
+
+
+@contextlib.contextmanager
+def folder_written_whole(flag, out, overwrite, inputs):
+    """Yield a temporary folder beside `out` to write into; when the block ends without
+    error it replaces `out`, which must be new or empty unless overwrite. `out` is locked
+    (`lock_folder`) from the start to the swap, so a run writing there, or a second
+    command, is never replaced. inputs: as for `check_apart`.
+
+    A failed write is a RunFault (exit code 3), `out` is left as it was and the
+    temporary folder removed (or swept by the next command, after a kill)."""
+    out = check_output(flag, out, inputs)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise RunError(f'{flag} {out} is a file; give a folder to write')
+    created = not os.path.exists(out)
+    parent = os.path.dirname(os.path.abspath(out))
+    try:
+        os.makedirs(out, exist_ok=True)  # to hold the lock
+        lock = lock_folder(out)
+    except OSError as error:
+        fault = RunFault if is_disk_full(error) else RunError
+        raise fault(f'{flag} {out}: cannot write in {parent} ({error.strerror})') from None
+    finished = False
+    try:
+        if holds_files(out) and not overwrite:
+            raise RunError(f'{flag} {out} already holds files; choose a new or empty folder '
+                           'or pass --overwrite to replace it whole (nothing was touched)')
+        if holds_files(out):
+            check_replaceable(flag, out)
+        sweep_temporaries(parent)
+        with written_beside(flag, out, parent) as tmp:
+            yield tmp
+            make_readable(tmp)
+            check_still_locked(flag, out, lock)
+            if holds_files(out) and not overwrite:
+                raise RunError(f'{flag} {out} received files while writing; they are kept '
+                               '(nothing was put in place)')
+            replace_folder(tmp, out)
+            finished = True
+    finally:
+        unlock_folder(lock)
+        if created and not finished:
+            with contextlib.suppress(OSError):
+                os.rmdir(out)
+
+
+@contextlib.contextmanager
+def written_beside(flag, out, parent):
+    """A temporary folder in `parent`, removed at the end; an OSError about a file in it
+    (a full disk...) becomes a RunFault, other errors pass (e.g. an input missing)."""
+    try:
+        tmp = tempfile.mkdtemp(prefix=temporary_prefix(), dir=parent)
+    except OSError as error:
+        fault = RunFault if is_disk_full(error) else RunError
+        raise fault(f'{flag} {out}: cannot write in {parent} ({error.strerror})') from None
+    try:
+        yield tmp
+    except RunFault as fault:  # a file of it (`write_file_atomically`): named as it will be
+        raise RunFault(str(fault).replace(tmp, out)) from None
+    except OSError as error:
+        if error.filename is not None and not is_within(error.filename, tmp) \
+                and not is_within(error.filename, out):
+            raise
+        raise RunFault(f'{flag} {out}: cannot write it ({error.strerror}); {out} is as it '
+                       'was') from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def empty_folder(out):
@@ -121,8 +218,7 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
     trajectory_fields: the options --resume must not change. Returns the folder.
     """
     out = options.out or os.path.join('runs', datetime.datetime.now().strftime(default_name))
-    check_target('--out', out)
-    check_apart('--out', out, inputs)
+    out = check_output('--out', out, inputs)
     trajectory = trajectory_of(options, trajectory_fields)
     holds = os.path.isdir(out) and set(os.listdir(out)) - {LOCK_FILE}
     if options.resume:
@@ -149,5 +245,6 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
             with open(os.path.join(out, RUN_FILE), 'w', encoding='utf-8') as f:
                 json.dump({'command': command, 'options': trajectory}, f, indent=2)
     except OSError as error:
-        raise RunError(f'--out {out} is not writable: {error.strerror}') from None
+        fault = RunFault if is_disk_full(error) else RunError
+        raise fault(f'--out {out} is not writable: {error.strerror}') from None
     return out

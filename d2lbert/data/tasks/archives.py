@@ -67,13 +67,12 @@ NOT_DOWNLOADABLE = {
     'mrpc': "MRPC has no single archive to download: GLUE's "
             "download_glue_data.py assembles it from Microsoft's MSR "
             "Paraphrase Corpus. Run that script (or get the MRPC folder "
-            "elsewhere) and pass the folder holding train.tsv, dev.tsv and "
-            "test.tsv: load_task('mrpc', 'train', data='/path/to/MRPC').",
+            "elsewhere) and give the folder holding train.tsv, dev.tsv and "
+            "test.tsv as the data (d2lbert finetune --data FOLDER).",
     'conll2003': "CoNLL-2003 cannot be downloaded freely (its text belongs to "
-                 "Reuters). Pass a copy: load_task('conll2003', 'train', "
-                 "data='/path/to/conll2003') for a folder holding train.txt, "
-                 "valid.txt, test.txt (or eng.train, eng.testa, eng.testb), "
-                 "or data='/path/to/one/file'.",
+                 "Reuters): give a copy as the data (d2lbert finetune --data "
+                 "FOLDER or FILE), a folder holding train.txt, valid.txt, "
+                 "test.txt (or eng.train, eng.testa, eng.testb) or one file.",
 }
 
 
@@ -100,9 +99,9 @@ def task_directory(task, base_url=None, sha1=None):
     base_url = (base_url or os.environ.get(archive.url_variable)
                 or archive.default_base_url)
     offline_hint = (
-        f'get {archive.file_name} elsewhere, unzip it and pass the folder '
-        f'holding {archive.split_files[0]}: load_task({task!r}, \'train\', '
-        f"data='/path/to/folder'), or set {archive.url_variable} to a mirror.")
+        f'get {archive.file_name} elsewhere, unzip it and give the folder '
+        f'holding {archive.split_files[0]} as the data (d2lbert finetune '
+        f'--data FOLDER), or set {archive.url_variable} to a mirror.')
     return cached_archive(os.path.join(data_home(), 'tasks', task),
                           archive_url(base_url, archive.file_name),
                           archive.split_files, sha1 or archive.sha1,

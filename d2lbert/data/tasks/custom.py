@@ -64,8 +64,8 @@ def file_records(path, file_format=None):
         extension = os.path.splitext(path)[1].lower()
         if extension not in FILE_FORMATS:
             raise ValueError(f'cannot tell the format of {path} from its '
-                             f'extension: pass file_format= one of '
-                             f'{sorted(set(FILE_FORMATS.values()))}')
+                             f'extension: it must be one of '
+                             f'{", ".join(sorted(FILE_FORMATS))}')
         file_format = FILE_FORMATS[extension]
     if file_format == 'jsonl':
         return jsonl_records(path)

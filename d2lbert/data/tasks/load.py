@@ -39,8 +39,8 @@ def load_task(task, split='train', data=None, base_url=None, sha1=None):
         if data is None:
             data = task_directory(task, base_url, sha1)
         elif not os.path.isdir(data):
-            raise FileNotFoundError(f'data={data!r} is neither a file nor a '
-                                    f'folder')
+            raise FileNotFoundError(f'the data {data!r} is neither a file '
+                                    f'nor a folder')
         path = split_file(task, split, data)
     return read_task_split(task, path)
 

@@ -1,0 +1,40 @@
+"""`import d2lbert` makes MXNet's OpenMP threads sleep while they wait (OMP_WAIT_POLICY=
+PASSIVE), unless the user chose: spinning threads make runs that share the cores collapse
+(d2lbert/util/threads.py; chapter_bert/tools/concurrent_runs.py measures it)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def openmp_settings(**chosen):
+    """The settings libgomp reports (OMP_DISPLAY_ENV) in a fresh `import d2lbert`, with
+    the wait variables unset except `chosen`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT')}
+    env.update(chosen, OMP_DISPLAY_ENV='VERBOSE', PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    done = subprocess.run([sys.executable, '-c', 'import d2lbert'], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    settings = {}
+    for line in done.stderr.splitlines():
+        name, equals, value = line.strip().partition(' = ')
+        if equals:
+            settings[name] = value.strip("'")
+    return settings
+
+
+def test_openmp_threads_sleep_while_they_wait():
+    settings = openmp_settings()
+    assert settings['OMP_WAIT_POLICY'] == 'PASSIVE' and settings['GOMP_SPINCOUNT'] == '0'
+
+
+@pytest.mark.parametrize('chosen, expected', [
+    ({'OMP_WAIT_POLICY': 'ACTIVE'}, {'OMP_WAIT_POLICY': 'ACTIVE'}),
+    ({'GOMP_SPINCOUNT': '300000'}, {'GOMP_SPINCOUNT': '300000'})])
+def test_the_users_choice_is_kept(chosen, expected):
+    settings = openmp_settings(**chosen)
+    assert {k: settings[k] for k in expected} == expected
