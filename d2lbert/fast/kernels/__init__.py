@@ -21,6 +21,11 @@ rebuilding MXNet. d2lbert's, each forward and backward:
   global gradient norm in one read and clipping + Adam + zeroing the gradient in one
   pass (no backward: they run outside autograd).
 
+`d2lbert_attention` and `d2lbert_log_sum_exp` also take (and give) bfloat16 under
+`--precision bf16`, computing in float32 inside; MXNet 1.9's extension API does not
+name bfloat16, so the library is built with a copy of its `lib_api.cc` that lets it
+through (`LIB_API_BFLOAT16`).
+
 Dropout inside a kernel draws no random stream: its mask is a hash of a seed and the
 element's position (`common.h`), so the backward pass recomputes it from the seed
 instead of storing it. MXNet does not tell extension operators whether it is
