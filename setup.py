@@ -45,6 +45,7 @@ setup(
         'd2l==1.0.3',
         'tqdm',
         'matplotlib',
+        'tokenizers',  # pretrain --vocab wordpiece trains its vocabulary with it (no NumPy)
         'ipython<9',  # d2l 1.0.3's plotting imports IPython's backend2gui, gone in 9
     ],
     extras_require={

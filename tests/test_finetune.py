@@ -267,3 +267,78 @@ def test_predict_refuses_a_folder_that_is_not_a_fine_tuned_model(tiny_model_fold
                              '--out', str(tmp_path / 'p.jsonl')], capsys)
     assert code == 2 and 'not a fine-tuned model folder' in stderr
     assert not (tmp_path / 'p.jsonl').exists()
+
+
+def encoder_arrays(net):
+    """{parameter name without the block prefix: NumPy array} of a model's encoder."""
+    return {name.split('_', 1)[1]: param.data().asnumpy()
+            for name, param in net.encoder.collect_params().items()}
+
+
+def test_from_scratch_has_the_models_architecture_and_vocabulary_new_parameters(
+        tiny_model_folder, task_files, tmp_path):
+    """--from-scratch: the fine-tuned model has --model's config and vocabulary, and
+    (with a learning rate too small to move anything) an encoder drawn afresh as
+    pretraining draws it (Normal(0.02), LayerNorm 1 and 0), not --model's parameters,
+    which the same run without the flag keeps. (The tiny model was drawn with seed 0, so
+    the runs use seed 1.)"""
+    from d2lbert.finetuning.task_model import load_task_model
+    pretrained, pretrained_vocab = d2lbert.load_pretrained(tiny_model_folder)
+    runs = {}
+    for name, flags in (('kept', []), ('scratch', ['--from-scratch'])):
+        out = str(tmp_path / name)
+        assert main(['finetune', '--model', tiny_model_folder, '--data',
+                     task_files['pairs_train'], '--dev', task_files['pairs_dev'], '--out', out,
+                     *QUICK, '--epochs', '1', '--lr', '1e-12', '--seed', '1', *flags]) == 0
+        net, config, vocab, _ = load_task_model(os.path.join(out, 'model'))
+        assert config == pretrained.config and vocab == pretrained_vocab
+        runs[name] = encoder_arrays(net)
+    before = encoder_arrays(pretrained)
+    assert runs['kept'].keys() == runs['scratch'].keys() == before.keys()
+    for name, value in before.items():
+        onp.testing.assert_allclose(runs['kept'][name], value, atol=1e-6)
+        scratch = runs['scratch'][name]
+        assert scratch.shape == value.shape
+        if name.endswith('gamma'):
+            onp.testing.assert_allclose(scratch, 1, atol=1e-6)
+        elif name.endswith(('beta', 'bias')):
+            onp.testing.assert_allclose(scratch, 0, atol=1e-6)
+        else:
+            assert not onp.allclose(scratch, value), name
+            assert abs(scratch.std() - 0.02) < 0.003 and abs(scratch.mean()) < 0.003, name
+
+
+def write_sst2(task_data, path):
+    """GLUE SST-2's layout: a header, then sentence<TAB>label, 1 for a pair task's
+    'next' (the label the sentence alone can't tell, but that doesn't matter here)."""
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write('sentence\tlabel\n')
+        f.writelines(f'{example.text}\t{int(example.label == "next")}\n'
+                     for example in task_data.examples)
+    return str(path)
+
+
+def test_predict_prints_the_accuracy_of_a_labelled_sst2_file(tiny_model_folder, tmp_path,
+                                                              capsys):
+    """glue/sst2: `d2lbert predict` on a labelled dev.tsv prints its accuracy, the share
+    of the written predictions that equal the file's labels (and the best dev record's)."""
+    train = write_sst2(next_sentence_task('train', 200, seed=0), tmp_path / 'train.tsv')
+    dev_task = next_sentence_task('dev', 100, seed=1)
+    dev = write_sst2(dev_task, tmp_path / 'dev.tsv')
+    out = str(tmp_path / 'run')
+    assert main(['finetune', '--task', 'glue/sst2', '--model', tiny_model_folder, '--data',
+                 train, '--dev', dev, '--out', out, '--epochs', '2', '--batch-size', '16',
+                 '--max-len', '48',
+                 '--no-progress']) == 0
+    capsys.readouterr()
+    predictions = str(tmp_path / 'predictions.jsonl')
+    assert main(['predict', '--model', out, '--data', dev, '--out', predictions]) == 0
+    printed = re.search(r'accuracy (\d\.\d{4})', capsys.readouterr().out)
+    with open(predictions, encoding='utf-8') as f:
+        labels = [json.loads(line)['label'] for line in f]
+    expected = onp.mean([label == str(int(e.label == 'next'))
+                         for label, e in zip(labels, dev_task.examples)])
+    assert printed and float(printed.group(1)) == pytest.approx(expected, abs=5e-5)
+    with open(os.path.join(out, 'metrics.jsonl')) as f:
+        best = max(json.loads(line)['accuracy'] for line in f if '"dev"' in line)
+    assert float(printed.group(1)) == pytest.approx(best, abs=5e-5)

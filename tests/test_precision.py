@@ -18,7 +18,7 @@ from d2lbert.bench.report import evaluate_targets
 from d2lbert.bench.step_d2lbert import d2lbert_model
 from d2lbert.data import PretrainingBatch
 from d2lbert.model import BERTConfig, BERTModel
-from d2lbert.model.precision import compute_in
+from d2lbert.model.precision import BFLOAT16, cast, compute_in
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 from d2lbert.run import precision as run_precision
 from d2lbert.run.optimizer import make_trainer
@@ -83,21 +83,141 @@ losses_and_gradients('bfloat16', accelerated=True)
 '''
 
 
-@needs_bf16
-def test_bf16_primitives_execute():
-    """oneDNN's log of a bf16 step: the inner products (forward, backward to the data
-    and to the weights) run on bfloat16 inputs."""
+@pytest.fixture(scope='module')
+def onednn_log():
+    """The exec lines of oneDNN's verbose log of a bf16 step (fast path, 'quick')."""
     env = dict(os.environ, ONEDNN_VERBOSE='1', MKLDNN_VERBOSE='1',
                PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
                                            os.environ.get('PYTHONPATH', '')]))
     result = subprocess.run([sys.executable, '-c', STEP_SCRIPT], capture_output=True,
                             text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    executed = [line for line in result.stdout.splitlines()
-                if ',exec,' in line and 'inner_product' in line]
+    return [line for line in result.stdout.splitlines() if ',exec,' in line]
+
+
+@needs_bf16
+def test_bf16_primitives_execute(onednn_log):
+    """oneDNN's log of a bf16 step: the inner products (forward, backward to the data
+    and to the weights) run on bfloat16 inputs."""
+    executed = [line for line in onednn_log if 'inner_product' in line]
     for kind in ('forward_training', 'backward_data', 'backward_weights'):
         assert any(kind in line and 'src_bf16' in line and 'wei_bf16' in line
                    for line in executed), kind
+
+
+@needs_bf16
+def test_the_mlm_products_are_never_cast(onednn_log):
+    """The masked-LM products (slots x part of the vocabulary) stay bfloat16 from the
+    inner product through the log-sum-exp kernel and back: no reorder (oneDNN's cast)
+    of an array of their shape in the log, though the inner products ran."""
+    config = CONFIGS['quick']
+    slots, part = config.batch_size * config.num_preds, config.vocab_size // 8
+    shape = f'{slots}x{part}'
+    assert any(f'mb{slots}ic{config.num_hiddens}oc{part}' in line and 'src_bf16' in line
+               for line in onednn_log)
+    assert not [line for line in onednn_log
+                if 'reorder' in line and line.split(',')[-2] == shape]
+
+
+@needs_bf16
+def test_the_attention_projection_is_never_cast(onednn_log):
+    """The attention kernel takes the Q/K/V projection (rows x 3 hiddens) in
+    bfloat16 and gives the context in bfloat16: no reorder of an array 3 hiddens wide
+    in the log, though the projection's inner products ran in bfloat16."""
+    width = 3 * CONFIGS['quick'].num_hiddens
+    assert any(f'oc{width},' in line and 'src_bf16' in line for line in onednn_log)
+    assert not [line for line in onednn_log
+                if 'reorder' in line and line.split(',')[-2].endswith(f'x{width}')]
+
+
+@needs_bf16
+def test_attention_kernel_takes_and_gives_bfloat16():
+    """`d2lbert_attention` on a bfloat16 projection (two padded examples, one
+    shorter): the context, and the projection's gradient from a bfloat16 context
+    gradient, are the float32 kernel's on the same numbers, rounded to bfloat16."""
+    from d2lbert.fast import kernels
+    assert kernels.available()
+    rng = onp.random.default_rng(5)
+
+    def representable(*shape):
+        return cast('float32', *cast(BFLOAT16, mx.np.array(rng.normal(0, 1, shape),
+                                                           dtype='float32')))[0]
+    qkv, dcontext = representable(2, 6, 3 * 8), representable(2, 6, 8)
+    valid_lens = mx.np.array([6, 3], dtype='int32')
+    not_training = mx.np.ones((1,), dtype='float32')
+
+    def run(dtype):
+        x = qkv.copy()
+        x.attach_grad()
+        with mx.autograd.record():
+            context = mx.nd.d2lbert_attention(
+                *kernels.as_legacy(*cast(dtype, x), valid_lens, not_training), heads=2,
+                dropout=0.0)[0].as_np_ndarray()
+        context.backward(cast(dtype, dcontext)[0])
+        return cast('float32', context)[0].asnumpy(), x.grad.asnumpy(), context.dtype
+
+    context32, dqkv32, _ = run('float32')
+    context16, dqkv16, context_type = run(BFLOAT16)
+    assert context_type == BFLOAT16
+    onp.testing.assert_allclose(context16, context32, rtol=2 ** -8, atol=1e-6)
+    onp.testing.assert_allclose(dqkv16, dqkv32, rtol=2 ** -8, atol=1e-6)
+    assert not onp.array_equal(context16, context32)  # rounded to bfloat16 on the way
+
+
+@needs_bf16
+def test_log_sum_exp_takes_and_gives_bfloat16():
+    """`d2lbert_log_sum_exp` on bfloat16 logits: the log-sum-exps and the bias
+    gradient as the float32 kernel's on the same (bfloat16-representable) numbers
+    (up to float32 rounding),
+    the logits' gradient in bfloat16, that float32 gradient rounded (8 significant
+    bits: within 2^-8 relative)."""
+    from d2lbert.fast import kernels
+    assert kernels.available()
+    rng = onp.random.default_rng(3)
+    logits, = cast('float32', *cast(BFLOAT16, mx.np.array(rng.normal(0, 3, (70, 131)),
+                                                            dtype='float32')))
+    bias = mx.np.array(rng.normal(0, 1, 131), dtype='float32')
+    dlse = mx.np.array(rng.normal(0, 1, 70), dtype='float32')
+
+    def run(dtype):
+        z, b = logits.copy(), bias.copy()
+        z.attach_grad()
+        b.attach_grad()
+        with mx.autograd.record():
+            lse = kernels.log_sum_exp(mx.nd, *cast(dtype, z), b)
+        lse.backward(dlse)
+        return lse.asnumpy(), z.grad.asnumpy(), b.grad.asnumpy(), lse.dtype
+
+    lse32, dz32, db32, _ = run('float32')
+    lse16, dz16, db16, lse_type = run(BFLOAT16)
+    assert lse_type == onp.float32
+    onp.testing.assert_allclose(lse16, lse32, rtol=1e-6)
+    onp.testing.assert_allclose(db16, db32, rtol=1e-4, atol=1e-5)  # float32 rounding
+    onp.testing.assert_allclose(dz16, dz32, rtol=2 ** -8, atol=1e-30)
+    assert not onp.array_equal(dz16, dz32)  # rounded to bfloat16 on the way
+
+
+@needs_bf16
+def test_bf16_training_accuracy_matches_float32():
+    """The MLM accuracy of a bf16 step (its argmax reads the bfloat16 products) is
+    the float32 step's, on the bench's 'quick' model (equal logits up to bfloat16
+    rounding: the same argmax but for near ties)."""
+    config = dataclasses.replace(CONFIGS['quick'], dropout=0.0)
+    batch = PretrainingBatch(**random_batch(config))
+
+    def accuracies(dtype):
+        from d2lbert import fast
+        mx.random.seed(0)
+        net = d2lbert_model(config, config.seq_len)
+        net.initialize(init.Normal(0.02))
+        fast.accelerate(net)
+        compute_in(net, dtype)
+        net.collect_params().setattr('grad_req', 'add')
+        net.hybridize(static_alloc=True, static_shape=True)
+        outputs = forward_backward(net, [batch], [mx.cpu()], with_accuracy=True)
+        return [float(value) for value in outputs[2:]]
+
+    assert onp.allclose(accuracies('bfloat16'), accuracies('float32'), atol=0.1)
 
 
 def types_by_operator(symbol, **input_types):

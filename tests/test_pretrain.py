@@ -353,7 +353,8 @@ def test_help_explains_every_flag(capsys):
                  '--lr', '--warmup', '--weight-decay', '--clip', '--optimizer', '--accumulate',
                  '--gpus', '--cpu', '--precision', '--amp', '--eval-every', '--save-every',
                  '--log-every', '--keep', '--out', '--resume', '--seed', '--kvstore',
-                 '--num-workers', '--min-freq', '--no-progress', '--plain', '--minutes'):
+                 '--num-workers', '--min-freq', '--no-progress', '--plain', '--vocab',
+                 '--vocab-size', '--minutes'):
         assert flag in out, flag
     text = ' '.join(out.split())
     assert text.count('(0: only after the last)') == 2  # --eval-every, --save-every

@@ -16,7 +16,8 @@ set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
   each of which must either learn or print the collapse warning;
 * wikitext: real text. The shared WikiText-2 file (`--wikitext`, WikiText-2's validation
   split: 60 articles) is split by articles: the first 48 become wiki.train.tokens, the
-  last 12 wiki.valid.tokens; then `--steps 2000` with no other flag;
+  last 12 wiki.valid.tokens; then `--vocab words --steps 2000` (the book's vocabulary,
+  which was the default for real text until word pieces became it);
 * wikitext-static: the same with --masking static (masks drawn once, as the book).
 
 Each run's held-out evaluations (metrics.jsonl), collapse warnings and time go into the
@@ -58,7 +59,8 @@ def planned_runs(parts, wikitext_dir):
         runs += [('earlier', seed, 1, EARLIER_RECIPE) for seed in SEEDS]
     if 'changes' in parts:
         runs += [('changes', 0, 1, list(change)) for change in CHANGES]
-    real_text = ['--data', wikitext_dir, '--steps', '2000', '--eval-every', '500']
+    real_text = ['--data', wikitext_dir, '--vocab', 'words', '--steps', '2000',
+                 '--eval-every', '500']
     if 'wikitext' in parts:
         runs += [('wikitext', 0, 2, real_text)]
     if 'wikitext-static' in parts:

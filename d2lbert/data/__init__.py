@@ -2,7 +2,8 @@
 
 Start with :func:`load_data_wiki`; the modules follow the pipeline:
 :mod:`.corpus` (reading, sentence splitting), :mod:`.vocab` (and
-:mod:`.wordpiece`, Google BERT's; :mod:`.vocab_files` on disk),
+:mod:`.wordpiece`, Google BERT's, and :mod:`.subwords`, one learned from the
+corpus; :mod:`.vocab_files` on disk),
 :mod:`.encoding` (flat token id arrays), :mod:`.examples` (next sentence
 pairs), :mod:`.masking` (masked tokens), :mod:`.batches` (bucketing and
 padding), :mod:`.packing` (where the valid tokens are), :mod:`.download`,

@@ -27,7 +27,7 @@ import collections
 
 import numpy as np
 
-from .masking import mask_tokens, num_predictions
+from .masking import mask_corpus_tokens, num_predictions
 from .packing import packable, slot_index, token_index
 from .ragged import concat_ranges, row_ids
 
@@ -91,11 +91,8 @@ def make_batch(examples, indices, seq_len, num_slots, masking_rng=None):
     token_ids = examples.token_ids[concat_ranges(
         examples.token_offsets[indices], lengths)]
     if examples.options.dynamic_masking:
-        options, vocab = examples.options, examples.vocab
-        masked = mask_tokens(token_ids, lengths, masking_rng, len(vocab),
-                             vocab.num_reserved, vocab.mask_id,
-                             options.mask_prob, options.mask_token_prob,
-                             options.random_token_prob)
+        masked = mask_corpus_tokens(token_ids, lengths, masking_rng, examples.vocab,
+                                    examples.options, examples.continuation)
         token_ids, num_preds = masked.token_ids, masked.num_preds
         pred_positions, labels = masked.pred_positions, masked.labels
     else:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .corpus import read_paragraphs
 from .ragged import offsets_from_lengths
+from .subwords import sentence_tokenizer
 from .vocab import Vocab
 
 
@@ -76,12 +77,14 @@ class TokenizedCorpus:
 
     @classmethod
     def write(cls, paragraphs, vocab, directory, flush_every=1 << 20):
-        """Encode ``paragraphs`` with ``vocab`` into ``directory``.
+        """Encode ``paragraphs`` with ``vocab`` into ``directory``: split at
+        whitespace (the book's words), or into word pieces for a ``WordPieceVocab``
+        (:func:`.subwords.sentence_tokenizer`).
 
         Token ids are flushed to disk every ``flush_every`` tokens, so memory
         stays bounded whatever the corpus size.
         """
-        get, unk = vocab.token_to_idx.get, vocab.unk_id
+        tokenize = sentence_tokenizer(vocab)
         sentence_lengths = array.array('i')
         paragraph_lengths = array.array('i')
         token_path = os.path.join(directory, cls.FILES[0])
@@ -90,7 +93,7 @@ class TokenizedCorpus:
             for paragraph in paragraphs:
                 paragraph_lengths.append(len(paragraph))
                 for sentence in paragraph:
-                    ids = [get(token, unk) for token in sentence.split()]
+                    ids = vocab[tokenize(sentence)]
                     sentence_lengths.append(len(ids))
                     buffer.extend(ids)
                 if len(buffer) >= flush_every:

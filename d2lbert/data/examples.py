@@ -13,7 +13,8 @@ paragraph (the book's ``_get_nsp_data_from_paragraph``):
   of the longer sentence until it fits, as Google's
   ``create_pretraining_data.py`` does (which also drops tokens from the
   front at random; we always drop from the end) -- where the book drops it.
-* masked language model targets come from :func:`.masking.mask_tokens`.
+* masked language model targets come from :func:`.masking.mask_tokens`; with a
+  ``WordPieceVocab`` (subwords, :mod:`.subwords`) whole words are masked.
 
 Everything is computed for tens of thousands of pairs at once with NumPy
 (the book loops over every token in Python), in chunks of
@@ -31,7 +32,8 @@ import numpy as np
 
 from .cache import append_array, open_arrays
 from .encoding import TokenizedCorpus
-from .masking import mask_tokens
+from .masking import mask_corpus_tokens
+from .subwords import continuation_ids
 from .ragged import concat_ranges, offsets_from_lengths
 
 PAIRS_PER_CHUNK = 1 << 14
@@ -146,9 +148,8 @@ def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
         chunk['token_ids'] = token_ids
         return chunk
     mask_rng = np.random.default_rng([options.seed, 1, chunk_index])
-    masked = mask_tokens(token_ids, lengths, mask_rng, len(vocab),
-                         vocab.num_reserved, vocab.mask_id, options.mask_prob,
-                         options.mask_token_prob, options.random_token_prob)
+    masked = mask_corpus_tokens(token_ids, lengths, mask_rng, vocab, options,
+                                continuation_ids(vocab))
     chunk.update(token_ids=masked.token_ids, num_preds=masked.num_preds,
                  pred_positions=masked.pred_positions,
                  mlm_labels=masked.labels)
@@ -181,6 +182,7 @@ class PretrainingExamples:
         with open(os.path.join(directory, 'options.json')) as f:
             self.options = ExampleOptions(**json.load(f))
         self.vocab = vocab
+        self.continuation = continuation_ids(vocab)  # None: mask tokens, not whole words
         self.directory = directory
         for name, values in open_arrays(directory).items():
             setattr(self, name, values)

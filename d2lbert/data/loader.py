@@ -40,9 +40,12 @@ from .download import WIKITEXT_ARCHIVES, wikitext_directory
 from .encoding import TokenizedCorpus, count_tokens
 from .examples import (FORMAT_VERSION, ExampleOptions, PretrainingExamples,
                        write_examples)
+from .subwords import DEFAULT_VOCAB_SIZE, train_wordpiece
 from .vocab import Vocab
+from .vocab_files import read_wordpiece, save_vocab
 
 SPLITS = ('train', 'valid', 'test')
+VOCABULARIES = ('words', 'wordpiece')  # the kinds of vocabulary built from a corpus
 
 
 def corpus_file(data=None, split='train', base_url=None):
@@ -76,14 +79,17 @@ def corpus_file(data=None, split='train', base_url=None):
 
 def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
                                min_freq=5, file_format='auto', lowercase=True,
-                               num_workers=0, **masking_options):
+                               num_workers=0, vocab_kind='words',
+                               vocab_size=DEFAULT_VOCAB_SIZE, **masking_options):
     """The :class:`PretrainingExamples` of one corpus file, cached.
 
     Args:
         path: a WikiText ``wiki.*.tokens`` file or a plain text file.
-        vocab: a :class:`Vocab`; by default built from ``path`` itself,
-            keeping tokens seen at least ``min_freq`` times. (To prepare a
-            validation split, pass the training split's vocabulary.)
+        vocab: a :class:`Vocab` or ``WordPieceVocab``; by default built from
+            ``path`` itself: with ``vocab_kind='words'`` the tokens seen at
+            least ``min_freq`` times, with ``'wordpiece'`` a WordPiece
+            vocabulary of ``vocab_size`` pieces (:mod:`.subwords`). (To
+            prepare a validation split, pass the training split's vocabulary.)
         num_workers: processes building examples (0: this process). The
             examples are the same whatever this is.
         masking_options: ``mask_prob``, ``mask_token_prob``,
@@ -91,6 +97,8 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
             :class:`.examples.ExampleOptions`.
     """
     options = ExampleOptions(max_len=max_len, seed=seed, **masking_options)
+    if vocab_kind not in VOCABULARIES:
+        raise ValueError(f'vocab_kind must be one of {VOCABULARIES}, got {vocab_kind!r}')
     if not os.path.isfile(path):
         raise FileNotFoundError(f'corpus file not found: {path!r}')
     if os.path.getsize(path) == 0:
@@ -101,7 +109,9 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
                                  FORMAT_VERSION)
     corpus_cache = os.path.join(data_home(), 'cache', corpus_key)
     paragraphs = lambda: read_paragraphs(path, file_format, lowercase)
-    if vocab is None:
+    if vocab is None and vocab_kind == 'wordpiece':
+        vocab = _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs)
+    elif vocab is None:
         vocab = _cached_vocab(corpus_cache, min_freq, paragraphs, path)
     encoded = os.path.join(corpus_cache, f'corpus-{vocab.fingerprint()}')
     if not is_intact(encoded):
@@ -137,6 +147,15 @@ def _cached_vocab(corpus_cache, min_freq, paragraphs, path):
     vocab.save(tmp_file)
     os.replace(tmp_file, vocab_file)
     return vocab
+
+
+def _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs):
+    folder = os.path.join(corpus_cache, f'wordpiece-{vocab_size}-lowercase{lowercase}')
+    if not os.path.isdir(folder):
+        vocab = train_wordpiece((s for p in paragraphs() for s in p), vocab_size, lowercase)
+        with atomic_directory(folder) as tmp:
+            save_vocab(vocab, tmp)
+    return read_wordpiece(folder)
 
 
 def _no_pairs_message(path):

@@ -1,6 +1,6 @@
 """Multi-head attention on d2lbert's attention kernel."""
 from ..model.attention import MultiHeadAttention
-from ..model.precision import compute_dtype, fully_connected
+from ..model.precision import COMPUTE_DTYPES, compute_dtype, fully_connected
 from . import kernels
 
 
@@ -18,7 +18,9 @@ class FusedMultiHeadAttention(MultiHeadAttention):
     head's queries, keys and values sit next to each other in memory. Where the
     kernel can't run (GPU, float16) the book's computation runs. Under mixed
     precision (`d2lbert.model.precision`) the projection computes in the block's
-    `compute_dtype` and the kernel in float32.
+    `compute_dtype`, and under bfloat16 the kernel takes the projection and gives the
+    context in bfloat16 (computing in float32 inside), which the output layer takes
+    as it is: no casts between the three.
     """
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
@@ -27,16 +29,19 @@ class FusedMultiHeadAttention(MultiHeadAttention):
                                           value_weight, query_bias, key_bias, value_bias)
         weight, bias = self.interleaved_projection(
             F, (query_weight, key_weight, value_weight), (query_bias, key_bias, value_bias))
-        qkv = fully_connected(F, compute_dtype(self), X, weight, bias,
+        dtype = compute_dtype(self)
+        in_bfloat16 = dtype == COMPUTE_DTYPES['bfloat16']  # the kernel takes it
+        qkv = fully_connected(F, dtype, X, weight, bias, cast_output=not in_bfloat16,
                               num_hidden=3 * self.num_hiddens,
-                              flatten=False)  # (..., 3 * num_hiddens), float32
+                              flatten=False)  # (..., 3 * num_hiddens)
         if valid_lens is None:  # every key is valid
             valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
-        training = kernels.training_flag(F, qkv)
+        training = kernels.training_flag(F, X)
         qkv, valid_lens, training = kernels.as_legacy(qkv, valid_lens.astype('int32'),
                                                       training)
         context = F.d2lbert_attention(qkv, valid_lens, training, heads=self.num_heads,
                                       dropout=self.dropout_rate)[0]
+        self.output.casts_input = not in_bfloat16  # a ReducedPrecisionDense then
         return self.output(context.as_np_ndarray())
 
     def interleaved_projection(self, F, weights, biases):

@@ -26,8 +26,14 @@ only): MXNet's `split` is 40 times slower here (110 ms forward and 110 ms backwa
 gradient at a time next to the logits, not a second copy of all of them. The loss is
 an ordinary node of the graph: scaling it or adding other losses scales or adds its
 gradient.
+
+Under `--precision bf16` the products stay in bfloat16: the kernel reads them so,
+computing in float32, and writes their gradient so for FullyConnected's bfloat16
+backward. Cast to float32 and back instead, they cost the step two passes over the
+logits (1.0 s of 3 book-size steps in oneDNN's log) and a float32 copy kept for the
+backward pass beside the bfloat16 one (measured: peak memory above float32's).
 """
-from ..model.precision import COMPUTE_DTYPES, fully_connected
+from ..model.precision import COMPUTE_DTYPES, cast, fully_connected
 from . import kernels
 
 VOCABULARY_PARTS = 8
@@ -41,17 +47,19 @@ def masked_lm_loss(F, hidden, weight, bias, labels, slot_weights, vocab_size,
     weight: (vocab_size, num_hiddens); bias: (vocab_size,): the output layer
     labels: (num_slots,) int32; slot_weights: (num_slots,), 1 real slot, 0 padding
     vocab_size: the number of rows of `weight`
-    dtype: the type the products h W^T compute in (`d2lbert.model.precision`); they
-      are returned, and reduced, in float32
+    dtype: the type the products h W^T compute in (`d2lbert.model.precision`) and are
+      returned in; the kernel reduces them in float32
     returns: (loss, products): the scalar sum(w_i * nll_i) / sum(w_i), and the logits
-      without the bias, h W^T, as a list of (num_slots, part size) arrays, one for each
-      part of the vocabulary (`predictions` turns them into each slot's most likely token)
+      without the bias, h W^T, as a list of (num_slots, part size) arrays of `dtype`,
+      one for each part of the vocabulary (`predictions` turns them into each slot's
+      most likely token)
     """
     bounds = part_bounds(vocab_size)
     parts = list(zip(bounds[:-1], bounds[1:]))
     products = [fully_connected(F, dtype, hidden,
                                 F.npx.slice(weight, (start, None), (end, None)), None,
                                 parameters=False,  # a slice: its backward adds
+                                cast_output=False,  # the kernel reads bfloat16
                                 num_hidden=end - start, no_bias=True, flatten=False)
                 for start, end in parts]
     part_lse = F.np.stack([kernels.log_sum_exp(F, z, F.npx.slice(bias, (start,), (end,)))
@@ -76,10 +84,13 @@ def combine_parts(F, X):
     return F.np.log(F.np.exp(X - top).sum(axis=1)) + top[:, 0]
 
 
-def predictions(F, products, bias, vocab_size):
+def predictions(F, products, bias, vocab_size, dtype=COMPUTE_DTYPES['float32']):
     """(num_slots,) int32: the token with the largest logit of each slot, from the
-    parts' products that `masked_lm_loss` returns and the output layer's bias."""
+    parts' products that `masked_lm_loss` returns (in `dtype`) and the output layer's
+    bias."""
     bounds = part_bounds(vocab_size, len(products))
+    if dtype != COMPUTE_DTYPES['float32']:
+        products = cast('float32', *products)
     logits = [z + F.npx.slice(bias, (start,), (end,))
               for z, start, end in zip(products, bounds[:-1], bounds[1:])]
     best = F.np.stack([z.max(axis=1) for z in logits], axis=1)        # (slots, parts)

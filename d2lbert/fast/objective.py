@@ -62,7 +62,8 @@ class PretrainingObjective(nn.HybridBlock):
         nsp_loss = -F.npx.pick(F.npx.log_softmax(nsp_logits), nsp_labels).mean()
         if not self.with_accuracy:
             return mlm_loss, nsp_loss
-        mlm_correct = predictions(F, products, output_bias, model.mlm.vocab_size) == mlm_labels
+        mlm_correct = predictions(F, products, output_bias, model.mlm.vocab_size,
+                                  compute_dtype(model.mlm)) == mlm_labels
         mlm_accuracy = (mlm_correct * mlm_weights).sum() / (mlm_weights.sum() + 1e-8)
         nsp_accuracy = (F.np.argmax(nsp_logits, axis=-1).astype('int32') == nsp_labels).mean()
         return mlm_loss, nsp_loss, mlm_accuracy, nsp_accuracy

@@ -27,6 +27,7 @@ from ..run.files import disk_fault
 from ..run.folder import prepare_out_dir, record_run
 from ..run.loop import Cadence, Schedule, TrainingLoop
 from ..run.metrics import MetricsLog
+from ..run.models import random_model_like
 from ..run.optimizer import load_trainer_states, make_trainer
 from ..run.loss_scale import DynamicLossScale
 from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
@@ -50,7 +51,7 @@ TASK_DROPOUT = 0.1  # --dropout of the tasks but SQuAD's (which has none)
 # the options --resume must not change
 TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
               'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
-              'epochs', 'seed')
+              'epochs', 'seed', 'from_scratch')
 
 
 @dataclasses.dataclass
@@ -121,6 +122,9 @@ class FinetuneOptions(Options):
     overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
     progress: bool = option(True, 'no progress bar')
     plain: bool = option(False, "run the book's model instead of the fast path")
+    from_scratch: bool = option(False, "the architecture and vocabulary of --model with "
+                                'random parameters (drawn as pretraining draws them, '
+                                'seeded by --seed): the no-pretraining baseline')
 
     def __post_init__(self):
         if isinstance(self.task, str):  # glue/MRPC as GLUE's folders, glue/mrpc as HF's
@@ -212,6 +216,8 @@ def finetune(options, pretrained):
     ctxs = training_contexts(options.cpu, options.gpus)
     check_hardware(options.precision, ctxs)
     bert, vocab = pretrained
+    if options.from_scratch:
+        bert = random_model_like(bert, options.seed)
     config = bert.config
     if options.max_len > config.max_len:
         raise RunError(f'--max-len {options.max_len} exceeds the model\'s '

@@ -9,8 +9,9 @@ import os
 import mxnet as mx
 from mxnet import init
 
-from ..data import load_data_wiki
+from ..data import load_data_wiki, save_vocab
 from ..data.download import WIKITEXT_ARCHIVES
+from ..data.loader import VOCABULARIES
 from ..model import BERTConfig, BERTModel
 from ..model.config import SIZES
 from ..run import checkpoint as ckpt
@@ -55,7 +56,7 @@ MASKINGS = ('dynamic', 'static')
 # the options --resume must not change (--steps may grow: the run continues to it)
 TRAJECTORY = ('data', 'preset', 'config', 'batch_size', 'max_len', 'lr', 'warmup',
               'weight_decay', 'clip', 'dropout', 'masking', 'optimizer', 'accumulate',
-              'seed', 'min_freq')
+              'seed', 'min_freq', 'vocab', 'vocab_size')
 
 
 @dataclasses.dataclass
@@ -135,7 +136,14 @@ class PretrainOptions(Options):
                           'd2lbert launch)', choice(KVSTORES))
     num_workers: int = option(0, 'processes preparing the data (0: this process)',
                               integer(0, note=' (0: in this process)'))
-    min_freq: int = option(5, 'drop tokens seen fewer times from the vocabulary', integer(1))
+    vocab: str = option(None, "the vocabulary learned from --data: 'words' (the book's: the "
+                        "words seen --min-freq times) or 'wordpiece' (--vocab-size subwords, "
+                        'trained with Hugging Face tokenizers; whole words are masked, and '
+                        'held-out records add word_mlm_accuracy); default: words for the '
+                        'bundled corpus, wordpiece for other text',
+                        optional(choice(VOCABULARIES)))
+    vocab_size: int = option(8000, '--vocab wordpiece: the most word pieces', integer(100))
+    min_freq: int = option(5, "--vocab words: drop words seen fewer times", integer(1))
     progress: bool = option(True, 'no progress bar')
     plain: bool = option(False, "run the book's model (d2lbert.model) instead of the fast "
                          'path (d2lbert.fast): same numbers, slower on a CPU')
@@ -196,6 +204,15 @@ def cadence_of(options):
     return Cadence(options.log_every,
                    default if options.eval_every is None else options.eval_every,
                    default if options.save_every is None else options.save_every)
+
+
+def vocabulary(options):
+    """--vocab, or by default 'words' for the bundled corpus (the book's recipe, whose
+    generated words all recur) and 'wordpiece' for real text, where a word list learned
+    from WikiText-2 leaves a quarter of GLUE SST-2's tokens <unk> (docs/pretraining.md)."""
+    if options.vocab is not None:
+        return options.vocab
+    return 'words' if options.data == 'bundled' else 'wordpiece'
 
 
 def check_sources(options):
@@ -300,7 +317,8 @@ def pretrain(options):
     train_iter, vocab = load_data_wiki(
         options.batch_size, options.max_len, options.data, 'train', seed=options.seed,
         num_workers=options.num_workers, min_freq=options.min_freq, last_batch='discard',
-        dynamic_masking=options.masking == 'dynamic')
+        dynamic_masking=options.masking == 'dynamic', vocab_kind=vocabulary(options),
+        vocab_size=options.vocab_size)
     valid_iter, _ = load_data_wiki(
         options.batch_size, options.max_len, options.data, 'valid', vocab=vocab,
         seed=options.seed, shuffle=False)
@@ -332,7 +350,7 @@ def pretrain(options):
             log.truncate(state['step'])
     elif worker.is_first:
         config.to_json_file(os.path.join(out, 'config.json'))
-        vocab.save(os.path.join(out, 'vocab.json'))
+        save_vocab(vocab, out)
     if worker.is_first:  # the run has started (data read, model built): record it
         record_run(out, 'pretrain', options)
     worker.share_parameters(trainer)

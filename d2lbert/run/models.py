@@ -9,9 +9,13 @@
 import json
 import os
 
+import mxnet as mx
+
+from ..model import BERTModel
 from . import checkpoint as ckpt
 
 MODEL_DIR = 'model'
+INIT_SIGMA = 0.02  # pretraining draws every weight from Normal(0, 0.02), as Google's BERT
 
 
 def model_folder(path):
@@ -43,3 +47,14 @@ def model_step(folder):
     best = saved.get('best') if os.path.basename(os.path.abspath(folder)) == MODEL_DIR \
         else saved
     return (best or {}).get('step')
+
+
+def random_model_like(bert, seed=0):
+    """A new `BERTModel` of bert's config (`bert.config`) with random parameters, drawn
+    as pretraining draws them: weights from Normal(0, INIT_SIGMA) after
+    `mx.random.seed(seed)`, LayerNorm scales 1 and shifts and biases 0. The model
+    `finetune --from-scratch` trains: the baseline every transfer claim needs."""
+    net = BERTModel.from_config(bert.config)
+    mx.random.seed(seed)
+    net.initialize(mx.init.Normal(INIT_SIGMA))
+    return net

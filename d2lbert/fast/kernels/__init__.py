@@ -21,6 +21,11 @@ rebuilding MXNet. d2lbert's, each forward and backward:
   global gradient norm in one read and clipping + Adam + zeroing the gradient in one
   pass (no backward: they run outside autograd).
 
+`d2lbert_attention` and `d2lbert_log_sum_exp` also take (and give) bfloat16 under
+`--precision bf16`, computing in float32 inside; MXNet 1.9's extension API does not
+name bfloat16, so the library is built with a copy of its `lib_api.cc` that lets it
+through (`LIB_API_BFLOAT16`).
+
 Dropout inside a kernel draws no random stream: its mask is a hash of a seed and the
 element's position (`common.h`), so the backward pass recomputes it from the seed
 instead of storing it. MXNet does not tell extension operators whether it is
@@ -79,6 +84,31 @@ def _sources():
         os.path.join(_mxnet_dir(), 'src', 'lib_api.cc')]
 
 
+# MXNet 1.9's lib_api.cc (compiled into the library: the library's side of the
+# extension API) throws "Invalid dtype flag: 12" for a bfloat16 tensor, a type its
+# MXTensor does not name, though MXNet hands the operator the tensor's data pointer and
+# type flag like any other's. The copy compiled here describes it as DLPack's bfloat
+# (code 4, 16 bits) instead, so that `d2lbert_log_sum_exp` can take the masked-LM
+# products in bfloat16 (common.h reads the raw bits).
+LIB_API_DEFAULT = '  default:\n    dltensor.dtype.code = 0;'
+LIB_API_BFLOAT16 = ('  case 12:  // bfloat16 (d2lbert)\n    dltensor.dtype.code = 4;\n'
+                    '    dltensor.dtype.bits = 16;\n    break;\n')
+
+
+def _patched_lib_api(path, directory):
+    """A copy of MXNet's lib_api.cc at `path`, in `directory`, whose MXTensor takes
+    bfloat16 (type flag 12); its path."""
+    with open(path, encoding='utf-8') as f:
+        text = f.read()
+    if LIB_API_DEFAULT not in text:
+        raise RuntimeError(f'{path}: not the lib_api.cc of MXNet 1.9 (its dtype switch '
+                           'was not found), cannot let bfloat16 through')
+    patched = os.path.join(directory, 'lib_api.cc')
+    with open(patched, 'w', encoding='utf-8') as f:
+        f.write(text.replace(LIB_API_DEFAULT, LIB_API_BFLOAT16 + LIB_API_DEFAULT, 1))
+    return patched
+
+
 def _cpu_signature():
     """The CPU's model and instruction-set flags (what -march=native compiles for)."""
     try:
@@ -93,7 +123,7 @@ def _library_path(compiler):
     here = os.path.dirname(os.path.abspath(__file__))
     key = sha1_of_strings([sha1_of_file(path) for path in _sources()],
                           [sha1_of_file(os.path.join(here, name)) for name in HEADERS],
-                          compiler, CXXFLAGS, mx.__version__,
+                          compiler, CXXFLAGS, mx.__version__, LIB_API_BFLOAT16,
                           _cpu_signature())
     return os.path.join(cache_dir(), key[:16], 'd2lbert_kernels.so')
 
@@ -112,12 +142,14 @@ def build(compiler):
           file=sys.stderr, flush=True)
     include = ['-I', os.path.join(_mxnet_dir(), 'include')]
     with atomic_directory(os.path.dirname(path)) as tmp:
-        objects = [os.path.join(tmp, f'{i}.o') for i in range(len(_sources()))]
+        *own, lib_api = _sources()
+        sources = [*own, _patched_lib_api(lib_api, tmp)]
+        objects = [os.path.join(tmp, f'{i}.o') for i in range(len(sources))]
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
             list(pool.map(_compile, ([compiler, *CXXFLAGS, *include, '-c', source, '-o', obj]
-                                     for source, obj in zip(_sources(), objects))))
+                                     for source, obj in zip(sources, objects))))
         _compile([compiler, *CXXFLAGS, *objects, '-o', os.path.join(tmp, os.path.basename(path))])
-        for obj in objects:
+        for obj in objects + [os.path.join(tmp, 'lib_api.cc')]:  # only what this made
             os.remove(obj)
     return path
 

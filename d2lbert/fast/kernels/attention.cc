@@ -31,6 +31,12 @@
 // and the softmax and dropout while the scores are in cache. Recomputing P (one more
 // small product) instead of storing it saves memory, and the zero gradient MXNet
 // would make for it.
+//
+// qkv may be bfloat16 (--precision bf16: the projection's output as oneDNN wrote it);
+// context and dqkv (and dcontext) are then bfloat16 too, and each example's rows are
+// converted to float32 into the thread's scratch memory before its heads are computed
+// in float32 (and back after): no cast of the whole arrays before and after the
+// kernel, and qkv is kept for the backward pass in half the bytes.
 #include <omp.h>
 
 #include "common.h"
@@ -77,16 +83,16 @@ class Layout {
   std::vector<int> lengths_;
 };
 
-// Head j of example b: where its queries, keys and values are in qkv (row stride
-// ld = 3H), and which rows of the outputs are its.
+// Head j of example b: where its queries, keys and values are in the example's rows
+// of qkv (`rows`, row stride ld = 3H), and which rows of the outputs are its.
 struct Head {
   const float *q, *k, *v;
   int64_t j, first_row;  // the example's first query
   int queries, keys, d, ld;
-  Head(const Layout& layout, const float* qkv, int64_t b, int64_t j)
+  Head(const Layout& layout, const float* rows, int64_t b, int64_t j)
       : j(j), first_row(layout.first_row(b)), queries(layout.queries(b)),
         keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())) {
-    q = qkv + first_row * ld + j * 3 * d;
+    q = rows + j * 3 * d;
     k = q + d;
     v = q + 2 * d;
   }
@@ -98,25 +104,53 @@ struct Head {
   int64_t lse_index(const Layout& layout) const { return j * layout.rows() + first_row; }
 };
 
-// A thread's working memory, for examples of up to `queries` rows
+// A thread's working memory, for examples of up to `queries` rows; with `hidden`
+// (bfloat16 arrays), room for an example's rows of qkv, context and their gradients
+// in float32
 struct Scratch {
   std::vector<float> keys_t, values_t, probs, weights, mask, dscores, gemm;
-  Scratch(int queries, int d)
+  std::vector<float> qkv_rows, dqkv_rows, context_rows;
+  Scratch(int queries, int d, int64_t hidden = 0)
       : keys_t(static_cast<size_t>(d) * queries), values_t(keys_t.size()),
         probs(static_cast<size_t>(queries) * queries), weights(probs.size()),
         mask(probs.size()), dscores(probs.size()),
-        gemm(gemm_scratch_size(std::max(queries, d))) {}
+        gemm(gemm_scratch_size(std::max(queries, d))),
+        qkv_rows(queries * 3 * hidden), dqkv_rows(qkv_rows.size()),
+        context_rows(queries * hidden) {}
 };
 
-void zero_rows(float* x, int64_t rows, int64_t width, int64_t ld) {
-  for (int64_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + width, 0.f);
+template <typename T>
+void zero_rows(T* x, int64_t rows, int64_t width, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(x + r * ld, x + r * ld + width, T{});
 }
 
-// Ask the CPU to start loading `rows` rows of `width` floats (row stride ld): the next
+// `count` numbers from x as float32: x itself, or converted into `buffer`
+const float* as_floats(const float* x, int64_t count, std::vector<float>* buffer) {
+  return x;
+}
+const float* as_floats(const Bfloat16* x, int64_t count, std::vector<float>* buffer) {
+  float* out = buffer->data();
+#pragma omp simd
+  for (int64_t i = 0; i < count; ++i) out[i] = to_float(x[i]);
+  return out;
+}
+
+// Where to compute float32 results that go to x: x itself, or `buffer` (then `store`)
+float* float_rows(float* x, std::vector<float>* buffer) { return x; }
+float* float_rows(Bfloat16* x, std::vector<float>* buffer) { return buffer->data(); }
+
+void store(const float* from, int64_t count, float* to) {}  // computed in place
+void store(const float* from, int64_t count, Bfloat16* to) {
+#pragma omp simd
+  for (int64_t i = 0; i < count; ++i) to[i] = from_float<Bfloat16>(from[i]);
+}
+
+// Ask the CPU to start loading `rows` rows of `width` numbers (row stride ld): the next
 // example's, while this one is computed (without it, the loads of each new example
 // stall the arithmetic).
-void prefetch_rows(const float* first, int64_t rows, int64_t width, int64_t ld, bool write) {
-  constexpr int64_t kLine = 64 / sizeof(float);
+template <typename T>
+void prefetch_rows(const T* first, int64_t rows, int64_t width, int64_t ld, bool write) {
+  constexpr int64_t kLine = 64 / sizeof(T);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < width; c += kLine) {
       if (write)
@@ -179,11 +213,12 @@ void apply_dropout(const Dropout& dropout, int64_t first_row, int64_t row_step,
   }
 }
 
-// Head h forward: its columns of context, its queries' log-sum-exp
+// Head h forward: its columns of the example's rows of context, its queries'
+// log-sum-exp
 void head_forward(const Layout& layout, const Head& h, const Dropout& dropout,
-                  float* context, float* lse, Scratch* scratch) {
+                  float* context_rows, float* lse, Scratch* scratch) {
   const int64_t H = layout.hidden();
-  float* c = context + h.first_row * H + h.j * h.d;
+  float* c = context_rows + h.j * h.d;
   if (h.keys == 0) {
     zero_rows(c, h.queries, h.d, H);
     return;
@@ -217,14 +252,15 @@ void softmax_backward(float* dz, const float* probs, const float* mask, int rows
   }
 }
 
-// Head h backward: its columns of dqkv
+// Head h backward: its columns of the example's rows of dqkv, from theirs of dcontext
 void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
-                   const float* dcontext, const float* lse, float* dqkv, Scratch* scratch) {
+                   const float* dcontext_rows, const float* lse, float* dqkv_rows,
+                   Scratch* scratch) {
   const int64_t H = layout.hidden();
   const int n = h.keys;
-  float* dq = dqkv + h.first_row * h.ld + h.j * 3 * h.d;
+  float* dq = dqkv_rows + h.j * 3 * h.d;
   float *dk = dq + h.d, *dv = dq + 2 * h.d;
-  const float* dc = dcontext + h.first_row * H + h.j * h.d;
+  const float* dc = dcontext_rows + h.j * h.d;
   zero_rows(dk + static_cast<int64_t>(n) * h.ld, h.queries - n, h.d, h.ld);
   zero_rows(dv + static_cast<int64_t>(n) * h.ld, h.queries - n, h.d, h.ld);
   if (n == 0) {
@@ -261,6 +297,62 @@ MXReturnValue check_layout(const Layout& layout) {
   return MX_SUCCESS;
 }
 
+// The forward pass with qkv and context of type T (float or Bfloat16)
+template <typename T>
+void forward(const Layout& layout, const T* qkv, const Dropout& dropout, T* context,
+             float* lse) {
+  const int64_t H = layout.hidden(), used = layout.used_rows();
+  zero_rows(context + used * H, layout.rows() - used, H, H);
+#pragma omp parallel
+  {
+    Scratch scratch(layout.max_queries(), layout.head_dim(),
+                    std::is_same<T, float>::value ? 0 : H);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < layout.batch(); ++b) {
+      if (b + 1 < layout.batch())
+        prefetch_rows(qkv + layout.first_row(b + 1) * 3 * H, layout.queries(b + 1), 3 * H,
+                      3 * H, false);
+      const int64_t first = layout.first_row(b), queries = layout.queries(b);
+      const float* rows = as_floats(qkv + first * 3 * H, queries * 3 * H, &scratch.qkv_rows);
+      float* context_rows = float_rows(context + first * H, &scratch.context_rows);
+      for (int64_t j = 0; j < layout.heads(); ++j)
+        head_forward(layout, Head(layout, rows, b, j), dropout, context_rows, lse, &scratch);
+      store(context_rows, queries * H, context + first * H);
+    }
+  }
+}
+
+// The backward pass with qkv, dcontext and dqkv of type T (float or Bfloat16)
+template <typename T>
+void backward(const Layout& layout, const T* qkv, const T* dcontext, const float* lse,
+              const Dropout& dropout, T* dqkv) {
+  const int64_t H = layout.hidden(), used = layout.used_rows();
+  zero_rows(dqkv + used * 3 * H, layout.rows() - used, 3 * H, 3 * H);
+#pragma omp parallel
+  {
+    Scratch scratch(layout.max_queries(), layout.head_dim(),
+                    std::is_same<T, float>::value ? 0 : H);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < layout.batch(); ++b) {
+      if (b + 1 < layout.batch()) {
+        const int64_t next = layout.first_row(b + 1), rows = layout.queries(b + 1);
+        prefetch_rows(qkv + next * 3 * H, rows, 3 * H, 3 * H, false);
+        prefetch_rows(dcontext + next * H, rows, H, H, false);
+        prefetch_rows(dqkv + next * 3 * H, rows, 3 * H, 3 * H, true);
+      }
+      const int64_t first = layout.first_row(b), queries = layout.queries(b);
+      const float* rows = as_floats(qkv + first * 3 * H, queries * 3 * H, &scratch.qkv_rows);
+      const float* dcontext_rows = as_floats(dcontext + first * H, queries * H,
+                                             &scratch.context_rows);
+      float* dqkv_rows = float_rows(dqkv + first * 3 * H, &scratch.dqkv_rows);
+      for (int64_t j = 0; j < layout.heads(); ++j)
+        head_backward(layout, Head(layout, rows, b, j), dropout, dcontext_rows, lse,
+                      dqkv_rows, &scratch);
+      store(dqkv_rows, queries * 3 * H, dqkv + first * 3 * H);
+    }
+  }
+}
+
 }  // namespace
 
 // inputs: qkv, valid_lens, training; outputs: context, lse, seed
@@ -268,25 +360,16 @@ MXReturnValue attention_forward(const Attributes& attrs, std::vector<MXTensor>* 
                                 std::vector<MXTensor>* outputs, const OpResource& res) {
   const Layout layout((*inputs)[0], (*inputs)[1], int_attribute(attrs, "heads", 1));
   if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
-  const float* qkv = (*inputs)[0].data<float>();
   Dropout dropout = dropout_of(attrs, (*inputs)[2]);
   draw_seed(res, &dropout, &(*outputs)[2]);
-  float* context = (*outputs)[0].data<float>();
   float* lse = (*outputs)[1].data<float>();
-  const int64_t H = layout.hidden(), used = layout.used_rows();
-  zero_rows(context + used * H, layout.rows() - used, H, H);
-#pragma omp parallel
-  {
-    Scratch scratch(layout.max_queries(), layout.head_dim());
-#pragma omp for schedule(static)
-    for (int64_t b = 0; b < layout.batch(); ++b) {
-      if (b + 1 < layout.batch())
-        prefetch_rows(qkv + layout.first_row(b + 1) * 3 * H, layout.queries(b + 1), 3 * H,
-                      3 * H, false);
-      for (int64_t j = 0; j < layout.heads(); ++j)
-        head_forward(layout, Head(layout, qkv, b, j), dropout, context, lse, &scratch);
-    }
-  }
+  void *qkv = (*inputs)[0].data_ptr, *context = (*outputs)[0].data_ptr;
+  if ((*inputs)[0].dtype == kBfloat16)
+    forward(layout, static_cast<const Bfloat16*>(qkv), dropout,
+            static_cast<Bfloat16*>(context), lse);
+  else
+    forward(layout, static_cast<const float*>(qkv), dropout, static_cast<float*>(context),
+            lse);
   return MX_SUCCESS;
 }
 
@@ -296,38 +379,29 @@ MXReturnValue attention_backward(const Attributes& attrs, std::vector<MXTensor>*
                                  std::vector<MXTensor>* outputs, const OpResource& res) {
   const Layout layout((*inputs)[3], (*inputs)[4], int_attribute(attrs, "heads", 1));
   if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
-  const float* dcontext = (*inputs)[0].data<float>();
-  const float* qkv = (*inputs)[3].data<float>();
   const float* lse = (*inputs)[7].data<float>();
   const Dropout dropout = saved_dropout(attrs, (*inputs)[5], (*inputs)[8]);
-  float* dqkv = (*outputs)[0].data<float>();
   std::fill_n((*outputs)[1].data<int32_t>(), (*outputs)[1].size(), 0);
   (*outputs)[2].data<float>()[0] = 0.f;
-  const int64_t H = layout.hidden(), used = layout.used_rows();
-  zero_rows(dqkv + used * 3 * H, layout.rows() - used, 3 * H, 3 * H);
-#pragma omp parallel
-  {
-    Scratch scratch(layout.max_queries(), layout.head_dim());
-#pragma omp for schedule(static)
-    for (int64_t b = 0; b < layout.batch(); ++b) {
-      if (b + 1 < layout.batch()) {
-        const int64_t next = layout.first_row(b + 1), rows = layout.queries(b + 1);
-        prefetch_rows(qkv + next * 3 * H, rows, 3 * H, 3 * H, false);
-        prefetch_rows(dcontext + next * H, rows, H, H, false);
-        prefetch_rows(dqkv + next * 3 * H, rows, 3 * H, 3 * H, true);
-      }
-      for (int64_t j = 0; j < layout.heads(); ++j)
-        head_backward(layout, Head(layout, qkv, b, j), dropout, dcontext, lse, dqkv,
-                      &scratch);
-    }
-  }
+  void *dcontext = (*inputs)[0].data_ptr, *qkv = (*inputs)[3].data_ptr;
+  void* dqkv = (*outputs)[0].data_ptr;
+  if ((*inputs)[3].dtype == kBfloat16)
+    backward(layout, static_cast<const Bfloat16*>(qkv), static_cast<const Bfloat16*>(dcontext),
+             lse, dropout, static_cast<Bfloat16*>(dqkv));
+  else
+    backward(layout, static_cast<const float*>(qkv), static_cast<const float*>(dcontext),
+             lse, dropout, static_cast<float*>(dqkv));
   return MX_SUCCESS;
 }
 
 MXReturnValue attention_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                    std::vector<int>* out_types) {
-  if (check_types("d2lbert_attention", *in_types, {1}) != MX_SUCCESS) return MX_FAIL;
-  (*out_types) = {kFloat32, kFloat32, kInt32};
+  // qkv may be bfloat16 (context is then bfloat16 too)
+  const int qkv = (*in_types)[0];
+  std::vector<int> as_float32 = *in_types;
+  if (qkv == kBfloat16) as_float32[0] = kFloat32;
+  if (check_types("d2lbert_attention", as_float32, {1}) != MX_SUCCESS) return MX_FAIL;
+  (*out_types) = {qkv, kFloat32, kInt32};
   return MX_SUCCESS;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,31 @@ MXReturnValue fixed_arity(const Attributes& attrs, int* num_inputs, int* num_out
   *num_inputs = Inputs;
   *num_outputs = Outputs;
   return MX_SUCCESS;
+}
+
+// bfloat16, which MXNet 1.9's extension API does not name: mshadow's type flag 12,
+// the upper 16 bits of a float32. Kernels read and write its raw bits.
+constexpr int kBfloat16 = 12;
+struct Bfloat16 {
+  uint16_t bits;
+};
+
+inline float to_float(float x) { return x; }
+inline float to_float(Bfloat16 x) {
+  uint32_t word = static_cast<uint32_t>(x.bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof value);
+  return value;
+}
+
+template <typename T> T from_float(float x);
+template <> inline float from_float<float>(float x) { return x; }
+// Rounded to the nearest bfloat16, ties to even, as oneDNN's casts (x finite).
+template <> inline Bfloat16 from_float<Bfloat16>(float x) {
+  uint32_t word;
+  std::memcpy(&word, &x, sizeof word);
+  word += 0x7FFFu + ((word >> 16) & 1u);
+  return Bfloat16{static_cast<uint16_t>(word >> 16)};
 }
 
 // Every input must be float32, except those listed in `int_inputs` (int32).

@@ -1,0 +1,378 @@
+"""Does pretraining pay off on real text? The runs behind the transfer study's tables.
+
+    python chapter_bert/tools/transfer_study.py [--minutes 30] [--quick] [--only pretraining,sst2]
+        [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens] [--sst2 ../shared/data/sst-2]
+        [--out chapter_bert/results/transfer-study.json] [--readme]
+
+Two parts (`--only`), each run in processes of their own, one at a time (run it alone on
+the machine: the times are the result):
+
+* pretraining: held-out MLM accuracy against minutes on the same real text, for
+  - d2lbert's recipe: `d2lbert pretrain --data FOLDER --minutes M` with the defaults
+    for real text (`RECIPE`); its minutes are the wall-clock of the whole command (data
+    preparation and evaluations included), stamped as it prints each evaluation;
+  - the d2l book's own code and recipe (d2l 1.0.3, MXNet: `d2l._WikiTextDataset`,
+    `d2l.BERTModel` 128 hidden, 2 layers, dropout 0.2, Xavier initialization, the
+    `train_bert` loop with `_get_batch_loss_bert`, Adam at lr 0.01, batch 512, max length
+    64) for the same M minutes of its training loop (its data preparation excluded),
+    its parameters saved at evenly spread times, loaded into d2lbert
+    (`d2lbert.interop.book`) and evaluated there.
+  Both are evaluated by `d2lbert.pretraining.evaluate` on the same held-out articles
+  (WikiText-2's validation file split by articles as pretrain_study.py does: the first
+  48 to train on, the last 12 held out). The accuracy compared is that of whole words:
+  `word_mlm_accuracy` with word pieces, `mlm_accuracy` with a vocabulary of words
+  (where every token is a word; the words such a vocabulary lacks are never masked, which
+  favours it).
+* sst2: GLUE SST-2 dev accuracy of `d2lbert finetune --task glue/sst2` with its defaults,
+  from the model the pretraining part made and `--from-scratch` (same architecture and
+  vocabulary, random parameters), on the full training set and on a fixed subset of
+  1,000 sentences, seeds 0, 1, 2.
+
+The whole study with the default 30 minutes runs for about three hours on 2 cores: two
+pretraining runs of 30 minutes, then 12 fine-tuning runs (the six on the full training
+set, three epochs of 67,349 sentences, take most of it). It prints its progress.
+
+`--quick` runs the same code on tiny settings in about a minute (the test runs it):
+20 pretraining steps, 5 seconds of the book's loop with batch 64, two evaluations each,
+200 training and 200 dev sentences, one epoch, seed 0. The results file records the command, the CPU and the
+date; `--readme` prints its tables, every number tied to the file
+(tests/test_quoted_numbers.py).
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RESULTS = os.path.join(os.path.dirname(HERE), 'results', 'transfer-study.json')
+SHARED = os.path.join(ROOT, '..', 'shared', 'data')
+SEEDS = (0, 1, 2)
+SUBSET = 1000  # sentences of the small SST-2 training set
+SUBSET_SEED = 0
+BOOK = {'batch_size': 512, 'max_len': 64, 'lr': 0.01, 'num_hiddens': 128,
+        'ffn_num_hiddens': 256, 'num_heads': 2, 'num_layers': 2, 'dropout': 0.2}
+EVALUATIONS = 6  # evaluation points of each pretraining curve
+RECIPE = []  # d2lbert's flags beyond --data: its defaults for real text
+QUICK = {'steps': 20, 'book_seconds': 5, 'book_batch_size': 64, 'evaluations': 2,
+         'sst2_sentences': 200, 'finetune_flags': ['--epochs', '1', '--max-len', '64'],
+         'seeds': (0,)}
+EVAL_LINE = re.compile(r'^step (\d+): held-out MLM accuracy')
+
+sys.path.insert(0, HERE)
+from pretrain_study import machine, split_wikitext  # noqa: E402
+
+
+def log(text):
+    print(f'[{time.strftime("%H:%M:%S")}] {text}', flush=True)
+
+
+def run_logged(command, show=lambda seconds, line: None):
+    """Run command; returns [(seconds since start, line)] of its stdout, each line stamped
+    as it is printed (unbuffered) and passed to show (progress). Exits with its stderr's
+    tail when it fails."""
+    tic = time.time()
+    with tempfile.TemporaryFile('w+', encoding='utf-8') as errors:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                   env=dict(os.environ, PYTHONUNBUFFERED='1'))
+        lines = []
+        for line in process.stdout:
+            lines.append((time.time() - tic, line.rstrip('\n')))
+            show(*lines[-1])
+        if process.wait() != 0:
+            errors.seek(0)
+            raise SystemExit(f'{" ".join(command)} failed:\n{errors.read()[-3000:]}')
+    return lines
+
+
+def read_records(out, split):
+    with open(os.path.join(out, 'metrics.jsonl'), encoding='utf-8') as f:
+        return [r for r in map(json.loads, f) if r['split'] == split]
+
+
+def whole_word_accuracy(record):
+    """The accuracy comparable across vocabularies (see the module doc)."""
+    return record.get('word_mlm_accuracy', record['mlm_accuracy'])
+
+
+def pretrain_d2lbert(folder, out, minutes, quick):
+    """`d2lbert pretrain` on the training articles; its held-out curve."""
+    from d2lbert.pretraining import PretrainOptions
+    if quick:
+        budget = ['--steps', str(QUICK['steps']),
+                  '--eval-every', str(QUICK['steps'] // QUICK['evaluations'])]
+    elif 'minutes' in PretrainOptions.__dataclass_fields__:
+        budget = ['--minutes', str(minutes)]
+    else:
+        raise SystemExit('this d2lbert has no pretrain --minutes: use --quick')
+    flags = [*RECIPE, *budget]
+    command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--data', folder, '--out', out,
+               '--no-progress', *flags]
+    log('d2lbert pretrain ' + ' '.join(flags))
+    stamps = {}
+
+    def stamp(seconds, line):
+        match = EVAL_LINE.match(line)
+        if match:
+            stamps[int(match.group(1))] = seconds
+            log(f'  {line[:80]} ({seconds / 60:.1f} min)')
+    run_logged(command, stamp)
+    records = read_records(out, 'valid')
+    unstamped = [r['step'] for r in records if r['step'] not in stamps]
+    if unstamped:
+        raise SystemExit(f'no printed evaluation of steps {unstamped} matched {EVAL_LINE.pattern}'
+                         ' (has `d2lbert pretrain` changed how it prints them?)')
+    curve = [{'step': r['step'], 'minutes': stamps[r['step']] / 60,
+              'accuracy': whole_word_accuracy(r), **r} for r in records]
+    return {'flags': ' '.join(flags), 'curve': curve}
+
+
+def book_training(folder, out, seconds, batch_size, evaluations, seed=0):
+    """The book's code and recipe for `seconds` of its training loop, its parameters and
+    vocabulary saved (the book's format: pretrained.params, vocab.json) at `evaluations`
+    evenly spread times into out/eval-K/; writes out/book.json with the times."""
+    import random
+    import mxnet as mx
+    from d2l import mxnet as d2l
+    from mxnet import autograd, gluon, init, npx
+    npx.set_np()
+    random.seed(seed)
+    mx.random.seed(seed)
+    tic = time.time()
+    paragraphs = d2l._read_wiki(folder)
+    train_set = d2l._WikiTextDataset(paragraphs, BOOK['max_len'])
+    train_iter = gluon.data.DataLoader(train_set, batch_size, shuffle=True)
+    vocab = train_set.vocab
+    data_seconds = time.time() - tic
+    net = d2l.BERTModel(len(vocab), num_hiddens=BOOK['num_hiddens'],
+                        ffn_num_hiddens=BOOK['ffn_num_hiddens'], num_heads=BOOK['num_heads'],
+                        num_blks=BOOK['num_layers'], dropout=BOOK['dropout'])
+    devices = [mx.cpu()]
+    net.initialize(init.Xavier(), ctx=devices)
+    loss = gluon.loss.SoftmaxCELoss()
+    trainer = gluon.Trainer(net.collect_params(), 'adam', {'learning_rate': BOOK['lr']})
+    points, step, trained = [], 0, 0.0
+    while len(points) < evaluations:
+        tic = time.time()
+        for batch in train_iter:  # the loop's time counts its data loading, not saving
+            shards = [gluon.utils.split_and_load(elem, devices, even_split=False)
+                      for elem in batch]
+            with autograd.record():
+                _, _, losses = d2l._get_batch_loss_bert(net, loss, len(vocab), *shards)
+            for value in losses:
+                value.backward()
+            trainer.step(1)
+            npx.waitall()
+            trained += time.time() - tic
+            step += 1
+            if trained >= seconds * (len(points) + 1) / evaluations:
+                saved = os.path.join(out, f'eval-{len(points)}')
+                os.makedirs(saved)
+                net.save_parameters(os.path.join(saved, 'pretrained.params'))
+                with open(os.path.join(saved, 'vocab.json'), 'w', encoding='utf-8') as f:
+                    json.dump(vocab.idx_to_token, f)
+                points.append({'step': step, 'minutes': trained / 60, 'folder': saved})
+                log(f'  book: step {step}, {trained / 60:.2f} min of training')
+                if len(points) == evaluations:
+                    break
+            tic = time.time()
+    with open(os.path.join(out, 'book.json'), 'w', encoding='utf-8') as f:
+        json.dump({'data_seconds': data_seconds, 'examples': len(train_set),
+                   'vocab_size': len(vocab), 'points': points}, f)
+
+
+def evaluate_book(folder, points):
+    """Each saved book model, loaded into d2lbert, on the held-out articles."""
+    import mxnet as mx
+    import d2lbert
+    from d2lbert.interop.book import load_book_model
+    from d2lbert.pretraining.evaluate import evaluate
+    curve = []
+    for point in points:
+        net, vocab, _ = load_book_model(point['folder'], dropout=BOOK['dropout'])
+        valid_iter, _ = d2lbert.load_data_wiki(64, BOOK['max_len'], folder, 'valid',
+                                               vocab=vocab, shuffle=False)
+        record = evaluate(net, valid_iter, mx.cpu())
+        curve.append({'step': point['step'], 'minutes': point['minutes'],
+                      'accuracy': whole_word_accuracy(record), **record})
+        log(f'  book: step {point["step"]}: held-out MLM accuracy '
+            f'{record["mlm_accuracy"]:.3f}')
+    return curve
+
+
+def pretrain_book(folder, scratch, minutes, quick):
+    out = os.path.join(scratch, 'book')
+    os.makedirs(out)
+    seconds = QUICK['book_seconds'] if quick else minutes * 60
+    batch_size = QUICK['book_batch_size'] if quick else BOOK['batch_size']
+    evaluations = QUICK['evaluations'] if quick else EVALUATIONS
+    log(f"the book's code: {seconds / 60:g} minutes of its loop, batch {batch_size}")
+    run_logged([sys.executable, __file__, '--book-run', folder, out, str(seconds),
+                str(batch_size), str(evaluations)], lambda _, line: print(line, flush=True))
+    with open(os.path.join(out, 'book.json'), encoding='utf-8') as f:
+        book = json.load(f)
+    curve = evaluate_book(folder, book.pop('points'))
+    return {**book, 'batch_size': batch_size, 'recipe': BOOK, 'curve': curve}
+
+
+def minutes_to_reach(curve, accuracy):
+    """The minutes of the first evaluation at or above accuracy (None: never)."""
+    return next((point['minutes'] for point in curve if point['accuracy'] >= accuracy), None)
+
+
+def write_sst2_subset(train, path, size):
+    """A fixed random `size` sentences of the SST-2 file `train`, in its layout."""
+    import numpy as np
+    with open(train, encoding='utf-8') as f:
+        header, *rows = f.readlines()
+    chosen = np.sort(np.random.default_rng(SUBSET_SEED).choice(len(rows), size, replace=False))
+    with open(path, 'w', encoding='utf-8') as f:
+        f.writelines([header] + [rows[i] for i in chosen])
+    return path
+
+
+def finetune_sst2(model, train, dev, out, seed, from_scratch, flags):
+    """One `d2lbert finetune --task glue/sst2` run: its best dev accuracy."""
+    command = [sys.executable, '-m', 'd2lbert', 'finetune', '--task', 'glue/sst2',
+               '--model', model, '--data', train, '--dev', dev, '--out', out, '--seed',
+               str(seed), '--no-progress', *flags] + (['--from-scratch'] if from_scratch else [])
+    tic = time.time()
+    run_logged(command, lambda _, line: line.startswith('step ') and log('    ' + line))
+    best = max(r['accuracy'] for r in read_records(out, 'dev'))
+    return best, time.time() - tic
+
+
+def sst2_part(model, sst2, scratch, quick):
+    """Dev accuracy, pretrained vs --from-scratch, on both training sets and the seeds."""
+    dev = os.path.join(sst2, 'dev.tsv')
+    full = os.path.join(sst2, 'train.tsv')
+    flags, seeds = (QUICK['finetune_flags'], QUICK['seeds']) if quick else ([], SEEDS)
+    if quick:
+        dev = write_sst2_subset(dev, os.path.join(scratch, 'dev.tsv'), QUICK['sst2_sentences'])
+        full = write_sst2_subset(full, os.path.join(scratch, 'full.tsv'),
+                                 QUICK['sst2_sentences'])
+    subset = write_sst2_subset(os.path.join(sst2, 'train.tsv'),
+                               os.path.join(scratch, 'subset.tsv'),
+                               QUICK['sst2_sentences'] if quick else SUBSET)
+    runs = []
+    for train_name, train in (('full', full), ('subset', subset)):
+        for init in ('pretrained', 'scratch'):
+            for seed in seeds:
+                out = os.path.join(scratch, f'sst2-{train_name}-{init}-{seed}')
+                accuracy, seconds = finetune_sst2(model, train, dev, out, seed,
+                                                  init == 'scratch', flags)
+                runs.append({'train': train_name, 'init': init, 'seed': seed,
+                             'accuracy': accuracy, 'seconds': round(seconds, 1)})
+                log(f'  SST-2 {train_name}, {init}, seed {seed}: dev accuracy '
+                    f'{accuracy:.4f} ({seconds / 60:.1f} min)')
+    return {'flags': ' '.join(flags) or "finetune's defaults", 'seeds': list(seeds),
+            'subset_sentences': QUICK['sst2_sentences'] if quick else SUBSET,
+            'runs': runs, 'summary': sst2_summary(runs)}
+
+
+def sst2_summary(runs):
+    """Per training set: the mean dev accuracy of each start and the gain (points)."""
+    summary = {}
+    for train in ('full', 'subset'):
+        means = {}
+        for init in ('pretrained', 'scratch'):
+            values = [r['accuracy'] for r in runs if r['train'] == train and r['init'] == init]
+            means[init] = sum(values) / len(values)
+        summary[train] = {**means, 'gain_points': 100 * (means['pretrained'] - means['scratch'])}
+    return summary
+
+
+def marked(value, key, digits=3):
+    """`value` rounded as the README shows it, with the marker that ties it to `key`
+    of the results file (tests/test_quoted_numbers.py checks the pair)."""
+    return f'{value:.{digits}f}<!-- result transfer-study.json {key} -->'
+
+
+def readme_tables(results):
+    """The README's tables: the pretraining curves, then SST-2."""
+    lines = []
+    if 'pretraining' in results:
+        lines += ['| run | minutes | step | held-out whole-word MLM accuracy |',
+                  '|---|---|---|---|']
+        for name in ('d2lbert', 'book'):
+            for i, point in enumerate(results['pretraining'][name]['curve']):
+                key = f'pretraining.{name}.curve.{i}'
+                lines.append(f"| {name} | {marked(point['minutes'], key + '.minutes', 1)} | "
+                             f"{point['step']} | {marked(point['accuracy'], key + '.accuracy')} |")
+    if 'sst2' in results:
+        lines += ['', '| SST-2 training set | pretrained | from scratch | gain (points) |',
+                  '|---|---|---|---|']
+        for train in ('full', 'subset'):
+            key = f'sst2.summary.{train}'
+            lines.append(f'| {train} | {marked(results["sst2"]["summary"][train]["pretrained"], key + ".pretrained")} | '
+                         f'{marked(results["sst2"]["summary"][train]["scratch"], key + ".scratch")} | '
+                         f'{marked(results["sst2"]["summary"][train]["gain_points"], key + ".gain_points", 1)} |')
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--minutes', type=float, default=30,
+                        help='pretraining budget of each recipe (default: 30)')
+    parser.add_argument('--quick', action='store_true', help='tiny settings, about a minute')
+    parser.add_argument('--only', default='pretraining,sst2')
+    parser.add_argument('--wikitext', default=os.path.join(SHARED, 'wikitext-2',
+                                                           'wiki.valid.tokens'))
+    parser.add_argument('--sst2', default=os.path.join(SHARED, 'sst-2'))
+    parser.add_argument('--model', help='sst2 alone: the pretrained model to fine-tune')
+    parser.add_argument('--out', default=RESULTS)
+    parser.add_argument('--readme', action='store_true',
+                        help="only print the README's tables of the results file --out")
+    parser.add_argument('--book-run', nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.book_run:
+        folder, out, seconds, batch_size, evaluations = args.book_run
+        return book_training(folder, out, float(seconds), int(batch_size), int(evaluations))
+    if args.readme:
+        with open(args.out, encoding='utf-8') as f:
+            print(readme_tables(json.load(f)))
+        return
+    parts = args.only.split(',')
+    results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
+               'command': 'python chapter_bert/tools/transfer_study.py ' + ' '.join(
+                   sys.argv[1:] if argv is None else argv),
+               'threads': os.environ.get('OMP_NUM_THREADS'), 'quick': args.quick,
+               'minutes': args.minutes}
+    scratch = tempfile.mkdtemp(prefix='transfer-study-')
+    try:
+        model = args.model
+        if 'pretraining' in parts:
+            folder = split_wikitext(args.wikitext, os.path.join(scratch, 'wikitext'))
+            model = os.path.join(scratch, 'd2lbert')
+            ours = pretrain_d2lbert(folder, model, args.minutes, args.quick)
+            book = pretrain_book(folder, scratch, args.minutes, args.quick)
+            target = book['curve'][-1]['accuracy']
+            results['pretraining'] = {
+                'd2lbert': ours, 'book': book,
+                'summary': {'book_final_accuracy': target,
+                            'd2lbert_final_accuracy': ours['curve'][-1]['accuracy'],
+                            'd2lbert_minutes_to_book_final': minutes_to_reach(ours['curve'],
+                                                                              target),
+                            'book_minutes': book['curve'][-1]['minutes']}}
+            log(json.dumps(results['pretraining']['summary']))
+        if 'sst2' in parts:
+            if model is None:
+                raise SystemExit('--only sst2 needs --model, a pretrained model')
+            results['sst2'] = sst2_part(model, args.sst2, scratch, args.quick)
+            log(json.dumps(results['sst2']['summary']))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, 'w', encoding='utf-8') as f:
+        json.dump(results, f, indent=1)
+    print(readme_tables(results))
+
+
+if __name__ == '__main__':
+    main()

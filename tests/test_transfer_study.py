@@ -1,0 +1,50 @@
+"""chapter_bert/tools/transfer_study.py runs in its quick mode on the shared real data
+(WikiText-2, GLUE SST-2; skipped when ../shared/data, or $D2LBERT_SHARED_DATA, is
+absent) and writes a results file that records what it measured and how."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get('D2LBERT_SHARED_DATA', os.path.join(ROOT, '..', 'shared', 'data'))
+WIKITEXT = os.path.join(SHARED, 'wikitext-2', 'wiki.valid.tokens')
+SST2 = os.path.join(SHARED, 'sst-2')
+STUDY = os.path.join(ROOT, 'chapter_bert', 'tools', 'transfer_study.py')
+
+
+@pytest.mark.skipif(not (os.path.isfile(WIKITEXT) and os.path.isdir(SST2)),
+                    reason='the shared WikiText-2 and SST-2 data are absent')
+def test_the_quick_study_records_both_curves_and_sst2(tmp_path):
+    out = str(tmp_path / 'transfer-study.json')
+    done = subprocess.run([sys.executable, STUDY, '--quick', '--wikitext', WIKITEXT,
+                           '--sst2', SST2, '--out', out], capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out, encoding='utf-8') as f:
+        results = json.load(f)
+    assert results['quick'] and '--quick' in results['command']
+    assert results['machine'] and results['date']
+    for name in ('d2lbert', 'book'):
+        curve = results['pretraining'][name]['curve']
+        assert len(curve) == 2
+        assert 0 < curve[0]['minutes'] < curve[1]['minutes']
+        assert all(0 <= point['accuracy'] <= 1 for point in curve)
+        assert all(point['mlm_baseline_accuracy'] > 0 for point in curve)
+    assert results['pretraining']['book']['curve'][-1]['step'] > 1
+    assert results['pretraining']['summary']['book_final_accuracy'] == \
+        results['pretraining']['book']['curve'][-1]['accuracy']
+    runs = results['sst2']['runs']
+    assert sorted((r['train'], r['init']) for r in runs) == [
+        ('full', 'pretrained'), ('full', 'scratch'), ('subset', 'pretrained'),
+        ('subset', 'scratch')]
+    assert all(0.3 < r['accuracy'] < 1 for r in runs)
+    summary = results['sst2']['summary']['full']
+    assert summary['gain_points'] == pytest.approx(
+        100 * (summary['pretrained'] - summary['scratch']))
+    tables = subprocess.run([sys.executable, STUDY, '--readme', '--out', out],
+                            capture_output=True, text=True, env=dict(os.environ,
+                                                                     PYTHONPATH=ROOT))
+    assert tables.stdout.count('<!-- result transfer-study.json') == 4 * 2 + 3 * 2
