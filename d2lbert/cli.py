@@ -446,9 +446,6 @@ def add_launch_parser(subparsers):
 def run_launch(args):
     """Returns the job's exit code (that of the first process that failed)."""
     from .launch import launch
-    if args.host_ip is not None and args.hosts is None:
-        raise ValueError('--host-ip does not apply without --hosts (every process runs '
-                         'here, on 127.0.0.1)')
     command = args.job_command
     if command[:1] == ['--']:
         command = command[1:]

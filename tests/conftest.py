@@ -178,3 +178,14 @@ def pytest_configure(config):
     # Raised inside mx.nd.array (legacy arrays, used for GluonNLP) by SciPy >= 1.8.
     config.addinivalue_line(
         'filterwarnings', 'ignore:Please use `csr_matrix`:DeprecationWarning')
+
+
+def run_main(args, capsys):
+    """`d2lbert ARGS` in this process: (exit code, stdout, stderr)."""
+    from d2lbert.cli import main
+    try:
+        code = main([str(arg) for arg in args])
+    except SystemExit as exit:
+        code = exit.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -190,7 +190,7 @@ def test_hosts_file_format():
     (['-n', '2', '--port', '70000', '--', 'true'], '--port must be an integer in'),
     (['-n', '2', '--hosts', 'missing-hosts.txt', '--', 'true'],
      '--hosts missing-hosts.txt: cannot read it'),
-    (['-n', '2', '--host-ip', '10.0.0.1', '--', 'true'], '--host-ip is for a job on'),
+    (['-n', '2', '--host-ip', '10.0.0.1', '--', 'true'], '--host-ip does not apply without --hosts'),
     (['-n', '2'], 'no command to launch'),
     (['-n', '2', '--'], 'no command to launch')])
 def test_launch_refuses_bad_arguments(args, message, capsys, tmp_path, monkeypatch):

@@ -11,18 +11,9 @@ import numpy as onp
 import pytest
 
 import d2lbert
-from d2lbert.cli import main
+from conftest import run_main
 from d2lbert.data import Vocab
 
-
-def run_main(args, capsys):
-    """`d2lbert ARGS` in this process: (exit code, stdout, stderr)."""
-    try:
-        code = main([str(arg) for arg in args])
-    except SystemExit as exit:
-        code = exit.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_line_error(code, err):

@@ -27,19 +27,12 @@ from d2lbert.run.errors import RunError
 from d2lbert.run.files import check_apart, remove_leftovers, write_file_atomically
 from d2lbert.run.folder import LOCK_FILE, lock_folder
 
+from conftest import run_main
+
 IS_ROOT = hasattr(os, 'geteuid') and os.geteuid() == 0
 QUICK = ['--task', 'csv', '--epochs', '1', '--batch-size', '16', '--max-len', '32',
          '--log-every', '1', '--no-progress']
 
-
-def run_main(args, capsys):
-    """`d2lbert ARGS` in this process: (exit code, stdout, stderr)."""
-    try:
-        code = main([str(arg) for arg in args])
-    except SystemExit as exit:
-        code = exit.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_line_error(code, err, expected_code=2):

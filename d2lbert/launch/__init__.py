@@ -45,6 +45,6 @@ def launch(command, num_workers, num_servers=None, hosts_file=None, host_ip=None
     if port is not None:
         check_int('--port', port, 1, 65535)
     if host_ip is not None and hosts is None:
-        raise ValueError('--host-ip is for a job on the machines of --hosts; without it '
-                         'every process runs here on 127.0.0.1')
+        raise ValueError('--host-ip does not apply without --hosts (every process runs '
+                         'here, on 127.0.0.1)')
     return run(plan_job(command, num_workers, num_servers, hosts, host_ip, port))

@@ -8,7 +8,9 @@ A matrix product is where reduced precision pays: a CPU with avx512_bf16 multipl
 bfloat16 matrices about twice as fast as float32 ones, a GPU's tensor cores float16
 ones many times faster, and each number is half the bytes. Softmax, LayerNorm, the
 losses and their sums stay float32: they are cheap, and their sums need float32's
-23-bit mantissa (bfloat16 keeps 7).
+23-bit mantissa (bfloat16 keeps 7). So does the next-sentence head (its pooler and 2-way
+output, two products of one vector per pair): nothing to gain there, and in bfloat16
+its rounding delayed the default job's NSP learning past step 500 on one seed.
 
 `compute_in` leaves the parameters float32 (the "master weights": the optimizer
 updates them, checkpoints save them) and casts around each product instead: its
@@ -25,7 +27,7 @@ import numpy as onp
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention, masked_softmax
-from .heads import MaskLMDecoder, gather_positions
+from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
 from .transformer import PositionWiseFFN
 
 # MXNet 1.9 names bfloat16 with this NumPy structured type (mxnet.contrib.amp too)
@@ -167,9 +169,23 @@ def compute_in(net, dtype):
         if dtype != COMPUTE_DTYPES['float32']:
             block.__class__ = REDUCED_PRECISION_BLOCKS.get(type(block), type(block))
 
+    def keep_float32(block):
+        block.compute_dtype = COMPUTE_DTYPES['float32']
+        if isinstance(block, ReducedPrecisionDense):
+            block.__class__ = nn.Dense
+
     def keep_hidden_reduced(block):
         if isinstance(block, ReducedPrecisionFFN):
             block.keep_hidden_reduced()
     net.apply(record)
+    for block in blocks_of(net, NextSentenceClassifier):
+        block.apply(keep_float32)
     net.apply(keep_hidden_reduced)
     return net
+
+
+def blocks_of(net, cls):
+    """The blocks of `net` (itself included) that are instances of `cls`."""
+    found = []
+    net.apply(lambda block: found.append(block) if isinstance(block, cls) else None)
+    return found
