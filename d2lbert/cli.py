@@ -21,17 +21,29 @@ def add_pretrain_parser(subparsers):
     parser = subparsers.add_parser(
         'pretrain', help='pretrain BERT (default: offline, bundled corpus)',
         description='Pretrain BERT with masked-LM and next-sentence objectives.')
-    PretrainOptions.add_arguments(parser)
+    PretrainOptions.add_arguments(parser, only_given=True)
     parser.set_defaults(run=run_pretrain)
+
+
+def command_options(options_class, args, command):
+    """The options of a training command: the flags given; with --resume, the run's
+    recorded options (run.json) for the flags not given (`trajectory` ones given must
+    agree with the record: `run.folder.prepare_out_dir`); the defaults for the rest."""
+    from .run.folder import recorded_options
+    recorded = recorded_options(options_class.given_in(args), command)
+    return options_class.from_arguments(args, recorded)
 
 
 def run_pretrain(args):
     """Every flag is checked (by `PretrainOptions`) before anything is read or written."""
     from .pretraining.pretrain import pretrain
-    options = PretrainOptions.from_arguments(args)
+    options = command_options(PretrainOptions, args, 'pretrain')
     summary = pretrain(options)
     if summary['rank'] != 0:  # another worker of the job writes the results
         return
+    if 'minutes' in summary:
+        print(f'\nTrained {summary["steps"]} steps in {summary["seconds"] / 60:.2f} of the '
+              f'{summary["minutes"]:g} minutes (--minutes).')
     print(f'\nDone. Results in {summary["out"]}/: checkpoints/, metrics.jsonl, loss.png.\n'
           f'Encode text with it:  d2lbert encode --model {summary["out"]} "some text"')
 
@@ -41,7 +53,7 @@ def add_finetune_parser(subparsers):
         'finetune', help='fine-tune a pretrained BERT on a labelled task',
         description='Fine-tune a pretrained BERT with a new output layer: a class or '
                     'number per text or pair, or a tag per word.')
-    FinetuneOptions.add_arguments(parser)
+    FinetuneOptions.add_arguments(parser, only_given=True)
     parser.set_defaults(run=run_finetune)
 
 
@@ -61,7 +73,7 @@ def load_model_flag(model):
 
 def run_finetune(args):
     from .finetuning.finetune import check_sources, finetune
-    options = FinetuneOptions.from_arguments(args)
+    options = command_options(FinetuneOptions, args, 'finetune')
     check_sources(options)
     summary = finetune(options, load_model_flag(options.model))
     best = summary['best'] or {}

@@ -151,8 +151,9 @@ def test_sigkill_then_resume_gives_the_same_losses(tiny_model_folder, task_files
 
 def check_sigkill_then_resume(args, tmp_path, checkpoint='step-000006'):
     """`d2lbert finetune ARGS` run in full, and alongside (on the other core) killed
-    (SIGKILL) as soon as `checkpoint` exists (mid-epoch), then resumed: both logged the
-    same training losses."""
+    (SIGKILL) as soon as `checkpoint` exists (mid-epoch), then resumed with --out and
+    --resume alone (the run's options: from its run.json): both logged the same training
+    losses."""
     full, killed = str(tmp_path / 'full'), str(tmp_path / 'killed')
     full_run, process = (
         subprocess.Popen([sys.executable, '-m', 'd2lbert', 'finetune', '--out', out, *args],
@@ -165,7 +166,7 @@ def check_sigkill_then_resume(args, tmp_path, checkpoint='step-000006'):
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert full_run.wait(timeout=600) == 0
-    resumed = run_cli('finetune', '--out', killed, *args, '--resume')
+    resumed = run_cli('finetune', '--out', killed, '--resume')  # the rest: from run.json
     assert resumed.returncode == 0, resumed.stderr
     assert train_losses(killed) == train_losses(full)
     for folder in (full, killed):

@@ -139,8 +139,9 @@ def test_loss_scale_grows_after_a_window_of_good_steps():
 
 
 def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
-    """A run killed with SIGKILL right after a random checkpoint, then resumed, logs the
-    same per-step losses as an uninterrupted run with the same seed (run alongside)."""
+    """A run killed with SIGKILL right after a random checkpoint, then resumed (with
+    --out and --resume alone), logs the same per-step losses as an uninterrupted run
+    with the same seed (run alongside)."""
     steps, args = ['--steps', '12', '--save-every', '3'], QUICK
     full, killed = str(tmp_path / 'full'), str(tmp_path / 'killed')
     kill_after = random.Random().choice([3, 6, 9])
@@ -155,7 +156,7 @@ def test_sigkill_then_resume_gives_the_same_losses(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert full_run.wait(timeout=300) == 0
-    resumed = run_cli('--out', killed, *steps, *args, '--resume')
+    resumed = run_cli('--out', killed, '--resume')  # the other options: from run.json
     assert resumed.returncode == 0, resumed.stderr
     assert train_losses(killed) == train_losses(full)
     assert len(train_losses(full)) == 12
@@ -353,11 +354,12 @@ def test_help_explains_every_flag(capsys):
                  '--gpus', '--cpu', '--precision', '--amp', '--eval-every', '--save-every',
                  '--log-every', '--keep', '--out', '--resume', '--seed', '--kvstore',
                  '--num-workers', '--min-freq', '--no-progress', '--plain', '--vocab',
-                 '--vocab-size'):
+                 '--vocab-size', '--minutes'):
         assert flag in out, flag
     text = ' '.join(out.split())
     assert text.count('(0: only after the last)') == 2  # --eval-every, --save-every
     assert '(0: off)' in text and 'averaged since the previous log' in text
+    assert 'instead of --steps' in text and 'end inside it' in text  # --minutes
 
 
 def test_clip_global_norm_matches_numpy():
@@ -378,3 +380,128 @@ def test_clip_global_norm_matches_numpy():
     small = [np.array(g * 1e-4) for g in grads]
     clip_global_norm(small, 1e3)  # below max_norm: unchanged
     onp.testing.assert_allclose(small[0].asnumpy(), grads[0] * 1e-4, rtol=1e-6)
+
+
+BUDGET_STARTUP = 30  # seconds a tiny run may take besides its budget: importing MXNet,
+# reading the bundled data, building the model (on a busy 2-core machine)
+
+
+def checkpoint_states(out):
+    states = {}
+    for name in os.listdir(os.path.join(out, 'checkpoints')):
+        with open(os.path.join(out, 'checkpoints', name, 'state.json')) as f:
+            states[name] = json.load(f)
+    return states
+
+
+def run_budget(out, minutes, *more):
+    """A --minutes run of the book's model on the bundled data: (result, wall seconds)."""
+    started = time.monotonic()
+    result = run_cli('--out', out, '--minutes', str(minutes), '--batch-size', '16',
+                     '--no-progress', *more)
+    return result, time.monotonic() - started
+
+
+def test_a_time_budget_ends_with_its_evaluation_and_checkpoint_inside_it(tmp_path):
+    """--minutes 0.2: the run (timed from outside) ends within 12 s and BUDGET_STARTUP;
+    its last evaluation and checkpoint are of its last step, saved within the 12 s by
+    the run's own clock; it evaluated at about every fifth of the time; it says how many
+    steps it trained."""
+    out = str(tmp_path / 'budget')
+    result, wall = run_budget(out, 0.2)
+    assert result.returncode == 0, result.stderr
+    assert wall < 12 + BUDGET_STARTUP
+    steps = int(re.search(r'Trained (\d+) steps in ([\d.]+) of the 0.2 minutes',
+                          result.stdout).group(1))
+    valid = [r['step'] for r in read_metrics(out) if r['split'] == 'valid']
+    assert valid[-1] == steps and 4 <= len(valid) <= 6, valid
+    last = checkpoint_states(out)[f'step-{steps:06d}']
+    assert last['elapsed_seconds'] <= 12 and last['budget_ended']
+    assert steps == max(state['step'] for state in checkpoint_states(out).values())
+    lrs = [r['lr'] for r in read_metrics(out) if r['split'] == 'train']
+    peak = lrs.index(max(lrs))  # warmup over about a fifth of the time, then decay to ~0
+    assert 0.1 * len(lrs) < peak < 0.35 * len(lrs) and lrs[-1] < 0.2 * max(lrs)
+
+
+def test_resuming_a_time_budget_continues_it(tmp_path):
+    """A finished 0.1-minute run resumed with --minutes 0.2 trains on to the end of the
+    larger budget (not 12 more seconds); resumed again with the same budget it is
+    refused: its budget is spent."""
+    out = str(tmp_path / 'budget')
+    first, _ = run_budget(out, 0.1)
+    assert first.returncode == 0, first.stderr
+    before = max(state['step'] for state in checkpoint_states(out).values())
+    spent = checkpoint_states(out)[f'step-{before:06d}']['elapsed_seconds']
+    assert spent <= 6
+    resumed, wall = run_budget(out, 0.2, '--resume')
+    assert resumed.returncode == 0, resumed.stderr
+    assert wall < 12 - spent + BUDGET_STARTUP
+    after = max(state['step'] for state in checkpoint_states(out).values())
+    last = checkpoint_states(out)[f'step-{after:06d}']
+    assert after > before and spent < last['elapsed_seconds'] <= 12
+    train_steps = [r['step'] for r in read_metrics(out) if r['split'] == 'train']
+    assert train_steps == sorted(set(train_steps)) and train_steps[-1] == after
+    again, _ = run_budget(out, 0.2, '--resume')
+    assert again.returncode == 2 and 'ended its budget' in again.stderr, again.stderr
+
+
+def test_steps_and_minutes_are_one_or_the_other(tmp_path, capsys):
+    code = main(['pretrain', '--steps', '5', '--minutes', '1', '--out', str(tmp_path / 'r')])
+    assert code == 2
+    assert '--steps and --minutes' in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / 'r')
+
+
+def test_resume_takes_the_runs_options_and_refuses_different_ones(tmp_path, capsys):
+    """`pretrain --out RUN --resume --steps 4` continues a 2-step run with every option
+    it recorded (batch 16, no evaluation before the end) and records the grown --steps;
+    a flag that differs from the record is refused, naming it."""
+    out = str(tmp_path / 'run')
+    assert main(['pretrain', '--out', out, '--steps', '2', '--save-every', '2',
+                 '--eval-every', '0', '--batch-size', '16', '--no-progress']) == 0
+    assert main(['pretrain', '--out', out, '--resume', '--steps', '4']) == 0
+    with open(os.path.join(out, 'run.json')) as f:
+        recorded = json.load(f)['options']
+    assert recorded['steps'] == 4 and recorded['batch_size'] == 16
+    assert [r['step'] for r in read_metrics(out) if r['split'] == 'valid'] == [2, 4]
+    assert ckpt.find_checkpoint(out).endswith('step-000004')
+    capsys.readouterr()
+    code, stderr = run_main(['pretrain', '--out', out, '--resume', '--steps', '6',
+                             '--batch-size', '8'], capsys)
+    assert code == 2 and '--batch-size 8 (the run has 16)' in stderr, stderr
+
+
+def test_progress_without_a_terminal_is_plain_lines_at_the_log_interval(tmp_path):
+    """stderr to a pipe: no progress bar's carriage-return updates, a line per log (every
+    --log-every steps) with the step, the losses and the rate; --no-progress: none."""
+    result = run_cli('--out', str(tmp_path / 'run'), '--steps', '6', '--log-every', '2',
+                     '--batch-size', '16', '--eval-every', '0')
+    assert result.returncode == 0, result.stderr
+    assert '\r' not in result.stderr
+    lines = re.findall(r'^step (\d+): mlm [\d.]+, nsp [\d.]+, mlm_acc [\d.]+, pairs_s \d+$',
+                       result.stderr, re.MULTILINE)
+    assert lines == ['2', '4', '6'], result.stderr
+    quiet = run_cli('--out', str(tmp_path / 'quiet'), '--steps', '2', '--batch-size', '16',
+                    '--no-progress')
+    assert quiet.returncode == 0 and not re.search(r'^step \d+:', quiet.stderr, re.MULTILINE)
+
+
+@pytest.mark.parametrize('bad', ['empty folder', 'garbage text', 'bad config'])
+def test_a_failed_start_does_not_block_the_corrected_rerun(bad, tmp_path, capsys):
+    """pretrain with an empty --data folder, a --data file without sentence pairs or a
+    --config that is not JSON fails (exit 2) leaving nothing in --out (no run.json: it is
+    written once the run has started); the corrected command with the same --out runs."""
+    out = str(tmp_path / 'run')
+    (tmp_path / 'empty').mkdir()
+    (tmp_path / 'garbage.txt').write_bytes(b'\x00\x01 no sentences\n')
+    (tmp_path / 'bad.json').write_text('{not json')
+    wrong = {'empty folder': ['--data', str(tmp_path / 'empty')],
+             'garbage text': ['--data', str(tmp_path / 'garbage.txt')],
+             'bad config': ['--config', str(tmp_path / 'bad.json')]}[bad]
+    args = ['pretrain', '--out', out, '--steps', '1', '--batch-size', '16', '--no-progress']
+    code, stderr = run_main([*args, *wrong], capsys)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert not os.path.exists(out) or set(os.listdir(out)) <= {'.lock'}, os.listdir(out)
+    code, stderr = run_main(args, capsys)
+    assert code == 0, stderr
+    assert ckpt.find_checkpoint(out).endswith('step-000001')

@@ -24,7 +24,7 @@ from ..run import checkpoint as ckpt
 from ..run.devices import check_devices, check_gpu_ids, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
-from ..run.folder import prepare_out_dir
+from ..run.folder import prepare_out_dir, record_run
 from ..run.loop import Cadence, Schedule, TrainingLoop
 from ..run.metrics import MetricsLog
 from ..run.models import random_model_like
@@ -240,6 +240,7 @@ def finetune(options, pretrained):
         bert.collect_params().reset_ctx(ctxs)
         seed_step(options.seed, 0)
         task.initialize_output(net, ctxs)
+    record_run(out, 'finetune', options)  # the run has started (data read, model built)
     if not options.plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)

@@ -18,8 +18,8 @@ from ..run import checkpoint as ckpt
 from ..run.devices import check_devices, check_gpu_ids, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
-from ..run.folder import prepare_out_dir
-from ..run.loop import Cadence, Schedule, TrainingLoop
+from ..run.folder import prepare_out_dir, record_run
+from ..run.loop import Cadence, Schedule, TimeBudget, TrainingLoop
 from ..run.loss_scale import DynamicLossScale
 from ..run.metrics import MetricsLog
 from ..run.optimizer import OPTIMIZERS, load_trainer_states, make_trainer
@@ -39,6 +39,8 @@ from .evaluate import evaluate
 KVSTORES = ('device', 'local', *DIST_KVSTORES, HOROVOD)
 MAX_SEED = 2 ** 32 - 1
 MIN_MAX_LEN = 5  # <cls> a <sep> b <sep>, one token per sentence
+DEFAULT_STEPS = 500
+DEFAULT_EVERY = 100  # the default --eval-every and --save-every of a --steps run
 # Without --warmup, the learning rate rises over the first fifth of the steps. BERTAdam
 # (Google's BERT optimizer) has no bias correction: over its first hundred updates a
 # step is 3 to 6.5 times the learning rate, and a short warmup at lr 1e-3 throws this
@@ -76,11 +78,20 @@ class PretrainOptions(Options):
     batch_size: int = option(64, 'sentence pairs per step (split over devices)', integer(1))
     max_len: int = option(64, 'longest <cls> a <sep> b <sep> sequence, in tokens',
                           integer(MIN_MAX_LEN))
-    steps: int = option(500, 'optimizer steps in total (a resumed run continues to it)',
-                        integer(1))
+    steps: int = option(None, 'optimizer steps in total (a resumed run continues to it)',
+                        optional(integer(1)), shown_default=DEFAULT_STEPS)
+    minutes: float = option(None, 'train for this many minutes of wall-clock time instead of '
+                            '--steps: the warmup (a fifth of the time, or --warmup steps) '
+                            'and the linear decay to 0 span the time; without --eval-every '
+                            'and --save-every it evaluates and checkpoints at every fifth '
+                            'of it; it stops early enough that its last evaluation and '
+                            'checkpoint end inside it (timed as the run goes); the time '
+                            'counts from the first step (reading the data and building the '
+                            'model come before); --resume continues the same budget',
+                            optional(number(0, inclusive=False)))
     lr: float = option(1e-3, 'peak learning rate', number(0, inclusive=False))
     warmup: int = option(None, 'steps of linear warmup, then linear decay to 0 (default: '
-                         'a fifth of --steps)', optional(integer(0)))
+                         'a fifth of --steps or of --minutes)', optional(integer(0)))
     weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
                                  'parameters)', number(0))
     clip: float = option(1.0, 'clip the global gradient norm to this (0: off)',
@@ -100,12 +111,16 @@ class PretrainOptions(Options):
                             'with dynamic loss scaling); weights stay float32',
                             choice(PRECISIONS))
     amp: bool = option(False, 'the same as --precision fp16')
-    eval_every: int = option(100, 'held-out evaluation every N steps and after the last (0: '
+    eval_every: int = option(None, 'held-out evaluation every N steps and after the last (0: '
                              'only after the last)',
-                             integer(0, note=' (0: only after the last step)'))
-    save_every: int = option(100, 'checkpoint every N steps and after the last (0: only '
+                             optional(integer(0, note=' (0: only after the last step)')),
+                             shown_default=f'{DEFAULT_EVERY}; with --minutes, at every '
+                             'fifth of the time')
+    save_every: int = option(None, 'checkpoint every N steps and after the last (0: only '
                              'after the last)',
-                             integer(0, note=' (0: only after the last step)'))
+                             optional(integer(0, note=' (0: only after the last step)')),
+                             shown_default=f'{DEFAULT_EVERY}; with --minutes, at every '
+                             'fifth of the time')
     log_every: int = option(10, 'every N steps, log the training losses averaged since the '
                             'previous log (and check for NaN)', integer(1))
     keep: int = option(3, 'keep the newest K checkpoints (at least 1: --resume needs it)',
@@ -140,21 +155,55 @@ class PretrainOptions(Options):
 
     def check_together(self):
         """--max-len must fit the preset's positions (a --config is checked when read);
-        --preset and --config, --cpu and --gpus exclude each other."""
+        --preset and --config, --cpu and --gpus, --steps and --minutes exclude each other;
+        a time budget runs in one process."""
         check_devices(self.cpu, self.gpus)
         if self.config and self.preset is not None:
             raise ValueError(f'--preset {self.preset} and --config {self.config} both give '
                              "the model's size: choose one")
+        if self.minutes is not None and self.steps is not None:
+            raise ValueError('--steps and --minutes: give one of them (a number of steps '
+                             'or a time budget)')
+        if self.minutes is not None and self.kvstore in (*DIST_KVSTORES, HOROVOD):
+            raise ValueError(f'--minutes: a time budget runs in one process, not with '
+                             f'--kvstore {self.kvstore} (give --steps)')
         if not self.config:
             check_int('--max-len', self.max_len, MIN_MAX_LEN,
                       BERTConfig.d2l(1, self.preset).max_len)
 
 
+def total_steps(options):
+    """--steps, or its default (None with --minutes: the time decides)."""
+    if options.minutes is not None:
+        return None
+    return DEFAULT_STEPS if options.steps is None else options.steps
+
+
 def warmup_steps(options):
-    """The number of warmup steps: --warmup, or by default a fifth of --steps."""
+    """The number of warmup steps: --warmup, or by default a fifth of --steps (None: a
+    fifth of --minutes)."""
     if options.warmup is None:
-        return round(WARMUP_SHARE * options.steps)
+        steps = total_steps(options)
+        return None if steps is None else round(WARMUP_SHARE * steps)
     return options.warmup
+
+
+def schedule_of(options, spent):
+    """The run's `Schedule` (--steps), or its `TimeBudget` (--minutes; spent: the seconds
+    a resumed run has trained)."""
+    if options.minutes is None:
+        return Schedule(options.lr, warmup_steps(options), total_steps(options))
+    return TimeBudget(options.lr, 60 * options.minutes, WARMUP_SHARE, options.warmup,
+                      spent=spent)
+
+
+def cadence_of(options):
+    """Every how many steps the run logs, evaluates and checkpoints: by default every
+    DEFAULT_EVERY steps, or (--minutes) at every fifth of the time only."""
+    default = DEFAULT_EVERY if options.minutes is None else 0
+    return Cadence(options.log_every,
+                   default if options.eval_every is None else options.eval_every,
+                   default if options.save_every is None else options.save_every)
 
 
 def vocabulary(options):
@@ -240,6 +289,24 @@ def check_resume_matches(checkpoint, config, vocab):
     return state
 
 
+def check_budget_left(options, state, checkpoint):
+    """A resumed --minutes run continues its budget: there must be time left."""
+    if options.minutes is None:
+        return
+    if 'elapsed_seconds' not in state:
+        raise RunError(f'--resume: {checkpoint} is of a --steps run, not a --minutes one: '
+                       'resume it with --steps')
+    spent = state['elapsed_seconds'] / 60
+    if state.get('budget_ended') and options.minutes * 60 <= state['budget_seconds']:
+        raise RunError(f'--resume: the run has ended its budget of --minutes '
+                       f'{state["budget_seconds"] / 60:g} (give a larger --minutes to '
+                       'continue it)')
+    if spent >= options.minutes:
+        raise RunError(f'--resume: the run has spent {spent:.2f} of its --minutes '
+                       f'{options.minutes:g}: nothing left to train (give a larger '
+                       '--minutes to continue it)')
+
+
 def pretrain(options):
     """Run pretraining; returns a summary dict (output folder, final metrics)."""
     options.validate()
@@ -276,6 +343,7 @@ def pretrain(options):
         if state.get('seed') != options.seed:
             raise RunError(f'--resume: --seed {options.seed} differs from the seed '
                            f'{state.get("seed")} of {checkpoint}')
+        check_budget_left(options, state, checkpoint)
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
         if worker.is_first:
@@ -283,27 +351,32 @@ def pretrain(options):
     elif worker.is_first:
         config.to_json_file(os.path.join(out, 'config.json'))
         save_vocab(vocab, out)
+    if worker.is_first:  # the run has started (data read, model built): record it
+        record_run(out, 'pretrain', options)
     worker.share_parameters(trainer)
     net.hybridize(static_alloc=True, static_shape=True)
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,
                          worker.num_workers)
     try:
         return _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log,
-                           config, vocab, state['step'], out, worker)
+                           config, vocab, state, out, worker)
     except OSError as error:  # a full disk while writing metrics, plots or checkpoints
         raise disk_fault(error.filename or out, error) from None
 
 
 def _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log, config,
-                vocab, start_step, out, worker):
-    """Run the training loop (`run.loop`) on pretraining's recipe; returns the summary."""
+                vocab, state, out, worker):
+    """Run the training loop (`run.loop`) on pretraining's recipe from the checkpoint
+    state `state`; returns the summary (with --minutes: the seconds trained)."""
     recipe = Pretraining(options, net, ctxs, stream, valid_iter, config, vocab, worker)
-    loop = TrainingLoop(
-        recipe, net, trainer, Schedule(options.lr, warmup_steps(options), options.steps),
-        Cadence(options.log_every, options.eval_every, options.save_every), out, log,
-        options.clip, options.keep, worker, loss_scale, options.progress)
-    loop.run(start_step)
-    return {'out': out, 'steps': options.steps, 'eval': recipe.last_eval, 'rank': worker.rank}
+    schedule = schedule_of(options, state.get('elapsed_seconds', 0.0))
+    loop = TrainingLoop(recipe, net, trainer, schedule, cadence_of(options), out, log,
+                        options.clip, options.keep, worker, loss_scale, options.progress)
+    steps = loop.run(state['step'])
+    summary = {'out': out, 'steps': steps, 'eval': recipe.last_eval, 'rank': worker.rank}
+    if options.minutes is not None:
+        summary.update(minutes=options.minutes, seconds=schedule.seconds_trained)
+    return summary
 
 
 class Pretraining:
@@ -349,7 +422,7 @@ class Pretraining:
         """Held-out MLM and NSP scores (`evaluate.evaluate`), and a warning if the model
         has collapsed (`collapse.collapse_warning`)."""
         scores = evaluate(self.net, self.valid_iter, self.ctxs[0])
-        warning = collapse_warning({'step': step, **scores}, warmup_steps(self.options))
+        warning = collapse_warning({'step': step, **scores}, warmup_steps(self.options) or 0)
         if warning:
             scores['warning'] = warning
         self.last_eval = {'step': step, 'split': self.eval_split, **scores}

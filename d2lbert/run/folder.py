@@ -1,18 +1,22 @@
 """The run folder every training command writes (`pretrain`, `finetune`)::
 
-    OUT/run.json      the command and the options that shape the run's trajectory
+    OUT/run.json      the command and its options (all but --out, --resume, --overwrite)
     OUT/.lock         the process id of the process writing OUT (removed when it ends)
 
 `prepare_out_dir` makes the folder ready: an output folder must be new or empty (or
 `--overwrite` replaces it whole, or `--resume` continues the same command's run with the
 same trajectory options); it is locked against a second process, a lock left by a dead
 process is taken over, and the temporary folders a kill left behind are removed.
+`record_run` writes run.json once the run has started (its data read, its model built):
+a start that fails before leaves nothing that would refuse the corrected rerun.
+`recorded_options` reads it back: `--resume` takes the run's options from it.
 
 `folder_written_whole` does the same for a folder written at once (`convert`, SQuAD
 `predict`): locked too, written beside it, checked again and swapped in at the end.
 """
 import atexit
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import json
@@ -24,11 +28,12 @@ from . import checkpoint as ckpt
 from .errors import RunError, RunFault
 from .files import (check_output, check_replaceable, check_target, is_disk_full, is_within,
                     make_readable, process_alive, remove_leftovers, replace_folder,
-                    sweep_temporaries, temporary_prefix)
+                    sweep_temporaries, temporary_prefix, write_file_atomically)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
 HELD_LOCKS = {}  # lock file -> its open descriptor, holding the flock
+NOT_RECORDED = ('out', 'resume', 'overwrite')  # where and how, not what the run is
 
 
 def due(step, every):
@@ -45,6 +50,36 @@ def trajectory_of(options, fields):
             value = os.path.abspath(value)
         values[name] = value
     return values
+
+
+def options_record(options):
+    """{field: value} of every command-line option of `options` but NOT_RECORDED (paths
+    made absolute)."""
+    return trajectory_of(options, [
+        field.name for field in dataclasses.fields(options)
+        if field.metadata.get('cli', True) and field.name not in NOT_RECORDED])
+
+
+def record_run(out, command, options):
+    """Write OUT/run.json: the command and its options (`options_record`)."""
+    write_file_atomically('--out', os.path.join(out, RUN_FILE), lambda f: json.dump(
+        {'command': command, 'options': options_record(options)}, f, indent=2))
+
+
+def recorded_options(given, command):
+    """The options run.json recorded for a `--resume` of `given` ({field: value} of the
+    flags given; with --resume and --out), or {} (a new run, or no readable record of
+    this command: `prepare_out_dir` then refuses the resume)."""
+    if not given.get('resume') or not given.get('out'):
+        return {}
+    try:
+        with open(os.path.join(given['out'], RUN_FILE), encoding='utf-8') as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(saved, dict) or saved.get('command') != command:
+        return {}
+    return dict(saved.get('options') or {})
 
 
 def check_same_run(out, command, trajectory):
@@ -241,9 +276,6 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
             empty_folder(out)
         remove_leftovers(out)
         remove_leftovers(os.path.join(out, ckpt.CHECKPOINT_DIR))
-        if not options.resume:
-            with open(os.path.join(out, RUN_FILE), 'w', encoding='utf-8') as f:
-                json.dump({'command': command, 'options': trajectory}, f, indent=2)
     except OSError as error:
         fault = RunFault if is_disk_full(error) else RunError
         raise fault(f'--out {out} is not writable: {error.strerror}') from None

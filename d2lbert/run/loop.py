@@ -1,8 +1,10 @@
 """The training loop that `d2lbert pretrain` and `d2lbert finetune` both run.
 
-Every step: take the step's batches, set the learning rate, add up the gradient of the
-loss over the batches, clip and update (`step.optimizer_step`). Every so often: log the
-training losses (and stop if one is NaN), evaluate, checkpoint. What differs between
+The run's `Schedule` says how many steps it trains and the learning rate of each (a
+`TimeBudget`: as many as fit in a wall-clock budget). Every step: take the step's
+batches, set the learning rate, add up the gradient of the loss over the batches, clip
+and update (`step.optimizer_step`). Every so often: log the training losses (and stop
+if one is NaN), evaluate, checkpoint. What differs between
 the commands is a *recipe*, an object each supplies (`pretrain.Pretraining`,
 `finetune.Finetuning`): its data, its loss, its evaluation, what its checkpoints hold
 and its log's fields. A recipe has:
@@ -34,9 +36,10 @@ workers' logged values are added up (`Worker.add_up`).
 """
 import dataclasses
 import math
+import sys
 import time
 
-from mxnet import np
+from mxnet import np, npx
 
 from .errors import TrainingDiverged
 from .folder import due
@@ -72,6 +75,121 @@ class Schedule:
         return step == self.total_steps or bool(
             self.epoch_steps and step % self.epoch_steps == 0)
 
+    def writes_due(self, step):
+        """Whether the schedule asks for an evaluation and checkpoint at step (a
+        `TimeBudget` does, at each share of its time): never."""
+        return False
+
+    def wrote(self, kind, seconds):
+        """Note the time of an evaluation or checkpoint (a `TimeBudget` needs it)."""
+
+    def state(self):
+        """What a checkpoint keeps of the schedule (a `TimeBudget`: its time spent)."""
+        return {}
+
+
+@dataclasses.dataclass
+class TimeBudget:
+    """A run that trains for a wall-clock budget (`pretrain --minutes`) instead of a
+    number of steps, and its learning rate at each step.
+
+    seconds: the budget; spent: the seconds a resumed run had already trained (saved in
+    its checkpoints). The learning rate follows the elapsed share f of the budget: it
+    rises over the first warmup_share of it (or over warmup_steps steps, if given) and
+    falls linearly to 0 at its end: lr * min(f / warmup_share, (1 - f) / (1 - warmup_share))
+    (with warmup_steps: lr * min(step / warmup_steps, 1 - f)). The run evaluates and
+    checkpoints each time another eval_share of the budget has passed, and stops early
+    enough for its last step, evaluation and checkpoint to end inside the budget: it
+    measures the time of a step (the mean since the last evaluation or checkpoint) and
+    of the last evaluation and checkpoint (RESERVE_SHARE of the budget until both were
+    measured), and keeps MARGIN times the time of two steps and those to spare.
+
+    The clock counts the loop's time (steps, evaluations, checkpoints), not the start-up
+    before it (reading the data, building the model). The time a step takes varies, so
+    a resumed budget run is not bit-identical to an uninterrupted one (a step budget is).
+    """
+    lr: float
+    seconds: float
+    warmup_share: float
+    warmup_steps: int = None
+    eval_share: float = 0.2
+    spent: float = 0.0
+    epoch_steps = 0
+    total_steps = None  # not known in advance
+    MARGIN = 1.5
+    RESERVE_SHARE = 0.1
+
+    def steps(self, start_step):
+        """The steps to train after start_step, while the budget has room for them."""
+        self.started = time.monotonic() - self.spent
+        self.costs = {}  # the seconds of the last evaluation and of the last checkpoint
+        self.step_time, self.stretch = 0.0, []  # the times of the steps since the last write
+        self.previous = None  # when the previous step started
+        self.now = self.elapsed()
+        self.next_write = self.share_done() // self.eval_share + 1  # in eval_shares
+        self.last_step = None
+        step = start_step
+        while self.last_step is None:
+            step += 1
+            self.now = self.elapsed()  # the step's time: one clock reading a step
+            yield step
+        self.seconds_trained = self.elapsed()  # with the last evaluation and checkpoint
+
+    def elapsed(self):
+        """The seconds of the budget spent so far (once the device has caught up)."""
+        npx.waitall()
+        return time.monotonic() - self.started
+
+    def share_done(self):
+        """The share of the budget spent when the current step began."""
+        return min(self.now / self.seconds, 1.0)
+
+    def learning_rate(self, step):
+        share = self.share_done()
+        if self.warmup_steps is not None:
+            rise = step / self.warmup_steps if self.warmup_steps else 1.0
+            return self.lr * min(rise, 1 - share)
+        return self.lr * min(share / self.warmup_share, (1 - share) / (1 - self.warmup_share))
+
+    def ends_stretch(self, step):
+        """Whether `step` (about to run) ends the run: whether, after it, the budget
+        would have no room for another step and then the last evaluation and checkpoint."""
+        now = self.now
+        if self.previous is not None:  # the previous step took now - previous
+            self.stretch.append(now - self.previous)
+            self.step_time = sum(self.stretch) / len(self.stretch)
+        self.previous = now
+        if self.last_step is None:
+            needed = self.MARGIN * (2 * self.step_time + self.writes())
+            if now + needed > self.seconds:
+                self.last_step = step
+        return step == self.last_step
+
+    def writes_due(self, step):
+        """Whether another eval_share of the budget has passed: evaluate and checkpoint."""
+        if self.share_done() < self.next_write * self.eval_share:
+            return False
+        self.next_write = self.share_done() // self.eval_share + 1
+        return True
+
+    def writes(self):
+        """The seconds the last evaluation and checkpoint will take."""
+        if len(self.costs) < 2:
+            return self.RESERVE_SHARE * self.seconds
+        return sum(self.costs.values())
+
+    def wrote(self, kind, seconds):
+        """Note the time of an evaluation or checkpoint (kind: 'evaluate', 'save') the
+        current step made."""
+        self.costs[kind] = seconds
+        self.previous, self.stretch = None, []  # the step that wrote is not timed
+
+    def state(self):
+        """What a checkpoint keeps of the schedule: the budget, its seconds spent and
+        whether the run has ended it."""
+        return {'budget_seconds': self.seconds, 'elapsed_seconds': self.elapsed(),
+                'budget_ended': self.last_step is not None}
+
 
 @dataclasses.dataclass
 class Cadence:
@@ -83,30 +201,41 @@ class Cadence:
     save_every: int
     log_with_saves: bool = True
 
-    def at(self, step, stretch_end):
+    def at(self, step, stretch_end, writes_due=False):
         """(log, evaluate, save): which of them step does (stretch_end: whether step
-        ends the run or an epoch)."""
-        evaluate = stretch_end or due(step, self.eval_every)
-        save = stretch_end or due(step, self.save_every)
+        ends the run or an epoch; writes_due: whether the schedule asks for an evaluation
+        and checkpoint, `TimeBudget.writes_due`)."""
+        evaluate = stretch_end or writes_due or due(step, self.eval_every)
+        save = stretch_end or writes_due or due(step, self.save_every)
         log = (due(step, self.log_every) or stretch_end
                or (self.log_with_saves and (evaluate or save)))
         return log, evaluate, save
 
 
 class Progress:
-    """The progress bar (tqdm) on the terminal, and lines printed above it."""
+    """The run's progress on stderr: on a terminal, a progress bar (tqdm) and lines
+    printed above it; otherwise (a file, a pipe) no bar's carriage-return updates but a
+    plain line at each log: 'step 20: mlm 5.812, nsp 0.693, ...'. total_steps: None if
+    not known in advance (a `TimeBudget`)."""
 
-    def __init__(self, total_steps, start_step, enabled):
+    def __init__(self, total_steps, start_step, enabled, terminal=None):
         from tqdm import tqdm
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
+        self.enabled, self.step = enabled, start_step
         self.bar = tqdm(total=total_steps, initial=start_step, unit='step',
-                        disable=not enabled, dynamic_ncols=True)
+                        disable=not (enabled and self.terminal), dynamic_ncols=True)
 
     def advance(self):
+        self.step += 1
         self.bar.update(1)
 
     def show(self, fields):
-        """Show {name: text} beside the bar."""
-        self.bar.set_postfix(**fields)
+        """Show {name: text} beside the bar (without a terminal: on a line of its own)."""
+        if self.terminal:
+            self.bar.set_postfix(**fields)
+        elif self.enabled:
+            shown = ', '.join(f'{name} {value}' for name, value in fields.items())
+            print(f'step {self.step}: {shown}', file=sys.stderr, flush=True)
 
     def print(self, line):
         self.bar.write(line)
@@ -157,7 +286,7 @@ class TrainingLoop:
             batches = recipe.step_batches(step)
             self.trainer.set_learning_rate(self.schedule.learning_rate(step))
             log_now, evaluate_now, save_now = self.cadence.at(
-                step, self.schedule.ends_stretch(step))
+                step, self.schedule.ends_stretch(step), self.schedule.writes_due(step))
             step_losses, metrics = recipe.forward_backward(
                 batches, self.loss_scale.scale if self.loss_scale else 1.0, log_now)
             losses.add(step_losses)
@@ -173,11 +302,15 @@ class TrainingLoop:
             if not worker.is_first:
                 continue
             if evaluate_now:
+                started = time.time()
                 self.evaluate(step, progress)
                 tic = time.time()
+                self.schedule.wrote('evaluate', tic - started)
             if save_now:
+                started = time.time()
                 self.save(step)
                 tic = time.time()
+                self.schedule.wrote('save', tic - started)
         progress.close()
         if worker.is_first:
             self.log.plot(recipe.loss_names, recipe.score_names, recipe.eval_split)
@@ -216,7 +349,9 @@ class TrainingLoop:
         check_parameters_finite(self.net, step, self.out)
         recipe = self.recipe
         ckpt.save_checkpoint(self.out, step, self.net, self.trainer, recipe.config,
-                             recipe.vocab, recipe.checkpoint_state(step), self.keep,
+                             recipe.vocab,
+                             {**recipe.checkpoint_state(step), **self.schedule.state()},
+                             self.keep,
                              recipe.checkpoint_files)
 
 

@@ -106,7 +106,8 @@ class Options:
     @classmethod
     def add_arguments(cls, parser, only_given=False):
         """One argument of `parser` (an argparse parser) per CLI field; only_given: the
-        parsed arguments hold only the flags given (the defaults are left to the caller)."""
+        parsed arguments hold only the flags given (the defaults are left to the caller,
+        and `from_arguments` checks that the required ones were given)."""
         for field in dataclasses.fields(cls):
             meta = field.metadata
             if not meta.get('cli', True):
@@ -126,7 +127,8 @@ class Options:
             parser.add_argument(
                 flag(field.name), dest=field.name, metavar=meta['metavar'],
                 default=argparse.SUPPRESS if only_given else field.default,
-                type=meta['parse'] or field.type, required=meta['required'], help=text)
+                type=meta['parse'] or field.type, required=meta['required'] and not only_given,
+                help=text)
 
     @classmethod
     def given_in(cls, args):
@@ -135,6 +137,17 @@ class Options:
                 if field.metadata.get('cli', True) and hasattr(args, field.name)}
 
     @classmethod
-    def from_arguments(cls, args):
-        """The options of parsed arguments (the fields without a flag: their defaults)."""
-        return cls(**cls.given_in(args))
+    def from_arguments(cls, args, recorded=None):
+        """The options of parsed arguments: the flags given, else their values in
+        `recorded` ({field: value}, e.g. what a run recorded: `--resume`), else the
+        defaults. A required flag given in neither raises a ValueError."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        values = {name: value for name, value in (recorded or {}).items() if name in names}
+        values.update(cls.given_in(args))
+        missing = [cls.option_name(field) for field in dataclasses.fields(cls)
+                   if field.metadata.get('required') and values.get(field.name) is None]
+        if missing:
+            raise ValueError(f'{", ".join(missing)}: required (or --resume of a run in '
+                             '--out, which recorded it)' if 'resume' in names else
+                             f'{", ".join(missing)}: required')
+        return cls(**values)
