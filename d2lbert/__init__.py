@@ -1,6 +1,6 @@
 """d2lbert: BERT in MXNet Gluon, the way "Dive into Deep Learning" teaches it.
 
-Importing d2lbert sets OMP_NUM_THREADS and OMP_WAIT_POLICY=PASSIVE (when unset: see
+Importing d2lbert sets OMP_NUM_THREADS and GOMP_SPINCOUNT=1000 (when unset: see
 util/threads.py) and, where MXNet's OpenBLAS would fall back to generic kernels on this
 CPU, OPENBLAS_CORETYPE, before MXNet loads; it switches MXNet to its NumPy interface
 (`npx.set_np()`), which all blocks here use.

@@ -7,9 +7,10 @@ cell prints carries a marker right after it; its unit may sit in between:
 
 FILE (here bench.json) is relative to chapter_bert/results/. KEY.PATH is dict keys and
 list indices separated by dots; a key that itself holds dots ('bert.small') is found
-too, the longest key first. The number right before the marker (digits, with an
-optional sign, thousands commas and decimal point) must equal the file's value rounded
-to the decimals shown: 0.95 matches 0.9512 but not 0.9561.
+too, the longest key first, and so is one with a space ('d2lbert bf16'). The number
+right before the marker (digits, with an optional sign, thousands commas and decimal
+point) must equal the file's value rounded to the decimals shown: 0.95 matches 0.9512
+but not 0.9561.
 
 `check_text` checks one text against a loader of results files, `check_repository`
 every such file of the repository; both return a list of `Problem`, empty when all is
@@ -22,7 +23,7 @@ import os
 import re
 
 RESULTS_DIR = os.path.join('chapter_bert', 'results')
-MARKER = re.compile(r'<!--\s*result\s+(?P<file>\S+)\s+(?P<path>\S+)\s*-->')
+MARKER = re.compile(r'<!--\s*result\s+(?P<file>\S+)\s+(?P<path>[^<>]*?\S)\s*-->')
 # The number, then at most one short unit (×, %, s, ms, MB, GFLOP/s, pairs/s ...),
 # then the marker.
 NUMBER_BEFORE = re.compile(

@@ -28,6 +28,13 @@ def readme_test_block():
     return next(b for b in blocks if 'python -m pytest -q tests' in b).splitlines()
 
 
+def test_the_readme_opens_with_the_main_job_and_the_test_command():
+    """Its first code block: two commands, the main job and `bash .ci/run` (what CI runs)."""
+    first = re.search(r'^```bash\n(.*?)^```', read('README.md'), re.S | re.M).group(1)
+    assert commands(first.splitlines()) == ['pip install -e . && d2lbert pretrain',
+                                            'bash .ci/run']
+
+
 def test_ci_runs_exactly_the_readmes_test_commands():
     ci = [line for line in commands(read('.ci', 'run').splitlines())
           if not line.startswith(('set ', 'cd ', 'export '))]
