@@ -224,19 +224,20 @@ def finetune(options, pretrained):
                        f'{config.max_len} positions')
     task = read_task(options, vocab)
     info = task.info
-    out = prepare_out_dir(options, 'finetune',
+    out, resumes = prepare_out_dir(options, 'finetune',
                           f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',
                           {'--data': options.data, '--dev': options.dev,
                            '--model': options.model}, TRAJECTORY)
     net = build_task_model(bert, info)
     state = {'epoch': 0, 'index': 0, 'step': 0, 'best': None, 'seed': options.seed}
     log = MetricsLog(out)
-    if options.resume:
+    if resumes:
         checkpoint = ckpt.find_checkpoint(out)
         state = resume_state(checkpoint, info, config, vocab, options.seed)
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
         log.truncate(state['step'])
     else:
+        log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
         bert.collect_params().reset_ctx(ctxs)
         seed_step(options.seed, 0)
         task.initialize_output(net, ctxs)
@@ -249,7 +250,7 @@ def finetune(options, pretrained):
     net.collect_params().setattr('grad_req', 'add')
     lr = options.lr or default_lr(config)
     trainer = make_trainer(net, 'bertadam', lr, options.weight_decay)
-    if options.resume:
+    if resumes:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     steps_per_epoch = math.ceil(len(task.train) / options.batch_size)
     total_steps = steps_per_epoch * options.epochs
