@@ -368,10 +368,9 @@ def kill_cases(w, root, results, rounds):
             # the next command: a rerun sweeps leftovers (or --resume continues a run)
             again = command_args(command, w, out, overwrite=command in FOLDER_COMMANDS and
                                  command not in ('finetune', 'pretrain'))
-            if command in ('finetune', 'pretrain') and os.path.isdir(out):
-                from d2lbert.run import checkpoint as ckpt
-                again = again + (['--resume'] if ckpt.list_checkpoints(out) else
-                                 ['--overwrite'])
+            if command in ('finetune', 'pretrain') and \
+                    os.path.exists(os.path.join(out, 'run.json')):
+                again = again + ['--resume']  # from its checkpoint, or over from step 0
             if command == 'encode':
                 again = again + ['--overwrite']
             rerun = subprocess.run([sys.executable, '-m', 'd2lbert', *map(str, again)],

@@ -541,3 +541,20 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
     assert [r['step'] for r in untimed[1]] == [1, 2, 3, 4, 4]
     assert (tmp_path / 'killed' / 'notes.txt').read_text() == 'mine'
     assert ckpt.find_checkpoint(killed).endswith('step-000004')
+
+
+def test_a_kill_while_recording_the_run_does_not_block_the_rerun(tmp_path):
+    """A run killed while it wrote run.json leaves only its temporary file in --out: the
+    same command runs (and removes it); a file of the user's is still refused."""
+    out = tmp_path / 'run'
+    out.mkdir()
+    dead = subprocess.Popen([sys.executable, '-c', ''])
+    dead.wait()
+    (out / f'.tmp-d2lbert-{dead.pid}-x1y2').write_text('{"comm')
+    pretrain(PretrainOptions(out=str(out), steps=1, batch_size=16, progress=False))
+    assert not [name for name in os.listdir(out) if name.startswith('.tmp')]
+    mine = tmp_path / 'mine'
+    mine.mkdir()
+    (mine / '.tmp-notes').write_text('mine')
+    with pytest.raises(RunError, match='already holds files'):
+        pretrain(PretrainOptions(out=str(mine), steps=1, batch_size=16, progress=False))

@@ -237,11 +237,12 @@ def finetune(options, pretrained):
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
         log.truncate(state['step'])
     else:
-        log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
         bert.collect_params().reset_ctx(ctxs)
         seed_step(options.seed, 0)
         task.initialize_output(net, ctxs)
     record_run(out, 'finetune', options)  # the run has started (data read, model built)
+    if not resumes:
+        log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
     if not options.plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)

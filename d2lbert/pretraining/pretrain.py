@@ -349,12 +349,12 @@ def pretrain(options):
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
         if worker.is_first:
             log.truncate(state['step'])
-    elif worker.is_first:
+    if worker.is_first:  # the run has started (data read, model built): record it first
+        record_run(out, 'pretrain', options)  # (then a kill leaves a run --resume takes)
+    if worker.is_first and not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
         config.to_json_file(os.path.join(out, 'config.json'))
         save_vocab(vocab, out)
-    if worker.is_first:  # the run has started (data read, model built): record it
-        record_run(out, 'pretrain', options)
     worker.share_parameters(trainer)
     net.hybridize(static_alloc=True, static_shape=True)
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,

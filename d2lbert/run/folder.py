@@ -27,9 +27,10 @@ import tempfile
 
 from . import checkpoint as ckpt
 from .errors import RunError, RunFault
-from .files import (check_output, check_replaceable, check_target, is_disk_full, is_within,
-                    make_readable, process_alive, remove_leftovers, replace_folder,
-                    sweep_temporaries, temporary_prefix, write_file_atomically)
+from .files import (OUR_TEMPORARIES, check_output, check_replaceable, check_target,
+                    is_disk_full, is_within, make_readable, process_alive, remove_leftovers,
+                    replace_folder, sweep_temporaries, temporary_prefix,
+                    write_file_atomically)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
@@ -259,7 +260,8 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
     out = options.out or os.path.join('runs', datetime.datetime.now().strftime(default_name))
     out = check_output('--out', out, inputs)
     trajectory = trajectory_of(options, trajectory_fields)
-    holds = os.path.isdir(out) and set(os.listdir(out)) - {LOCK_FILE}
+    holds = os.path.isdir(out) and {name for name in os.listdir(out)
+                                    if not name.startswith(OUR_TEMPORARIES)} - {LOCK_FILE}
     resumes = False
     if options.resume:
         if options.overwrite:
