@@ -224,10 +224,9 @@ def finetune(options, pretrained):
                        f'{config.max_len} positions')
     task = read_task(options, vocab)
     info = task.info
-    out, resumes = prepare_out_dir(options, 'finetune',
-                          f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',
-                          {'--data': options.data, '--dev': options.dev,
-                           '--model': options.model}, TRAJECTORY)
+    out, resumes = prepare_out_dir(
+        options, 'finetune', f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',
+        {'--data': options.data, '--dev': options.dev, '--model': options.model}, TRAJECTORY)
     net = build_task_model(bert, info)
     state = {'epoch': 0, 'index': 0, 'step': 0, 'best': None, 'seed': options.seed}
     log = MetricsLog(out)
