@@ -368,10 +368,9 @@ def kill_cases(w, root, results, rounds):
             # the next command: a rerun sweeps leftovers (or --resume continues a run)
             again = command_args(command, w, out, overwrite=command in FOLDER_COMMANDS and
                                  command not in ('finetune', 'pretrain'))
-            if command in ('finetune', 'pretrain') and os.path.isdir(out):
-                from d2lbert.run import checkpoint as ckpt
-                again = again + (['--resume'] if ckpt.list_checkpoints(out) else
-                                 ['--overwrite'])
+            killed_at = killed_run_state(out) if command in ('finetune', 'pretrain') else None
+            if killed_at not in (None, 'before run.json'):
+                again = again + ['--resume']  # from its checkpoint, or over from step 0
             if command == 'encode':
                 again = again + ['--overwrite']
             rerun = subprocess.run([sys.executable, '-m', 'd2lbert', *map(str, again)],
@@ -383,8 +382,17 @@ def kill_cases(w, root, results, rounds):
                             'clear': clear and 'Traceback' not in rerun.stderr,
                             'as_expected': ok and whole and rerun.returncode == 0 and
                             not leftovers and not (sig == signal.SIGTERM and lock),
-                            'lost': [] if whole else [out]})
+                            'lost': [] if whole else [out], 'killed_at': killed_at})
             shutil.rmtree(case_dir, ignore_errors=True)
+
+
+def killed_run_state(out):
+    """Where a killed run stopped: 'before run.json', 'before a checkpoint' or 'after a
+    checkpoint'."""
+    from d2lbert.run import checkpoint as ckpt
+    if not os.path.exists(os.path.join(out, 'run.json')):
+        return 'before run.json'
+    return 'after a checkpoint' if ckpt.list_checkpoints(out) else 'before a checkpoint'
 
 
 def check_whole(command, out):
@@ -487,6 +495,9 @@ def main():
         if not (r['as_expected'] and r['clear'] and not r['lost']):
             print('NOT AS PROMISED:', json.dumps(r)[:600])
     print(table(results))
+    stops = collections.Counter(r['killed_at'] for r in results if r.get('killed_at'))
+    if stops:
+        print('runs killed:', ', '.join(f'{n} {at}' for at, n in sorted(stops.items())))
 
 
 if __name__ == '__main__':

@@ -342,3 +342,30 @@ def test_predict_prints_the_accuracy_of_a_labelled_sst2_file(tiny_model_folder, 
     with open(os.path.join(out, 'metrics.jsonl')) as f:
         best = max(json.loads(line)['accuracy'] for line in f if '"dev"' in line)
     assert float(printed.group(1)) == pytest.approx(best, abs=5e-5)
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_over(tiny_model_folder, task_files,
+                                                              tmp_path):
+    """Killed (SIGKILL) after it logged steps but before any checkpoint, `--out RUN
+    --resume` starts the run over (saying so) and logs the uninterrupted run's losses."""
+    data = write_pairs(next_sentence_task('train', 800, seed=3), tmp_path / 'big.jsonl')
+    args = [*QUICK, '--epochs', '1', '--eval-every', '0', '--log-every', '1', '--model',
+            tiny_model_folder, '--data', data, '--dev', task_files['pairs_dev']]
+    killed, full = str(tmp_path / 'killed'), str(tmp_path / 'full')
+    process = subprocess.Popen([sys.executable, '-m', 'd2lbert', 'finetune', '--out', killed,
+                                *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = os.path.join(killed, 'metrics.jsonl')
+    deadline = time.time() + 300
+    while process.poll() is None and time.time() < deadline and not (
+            os.path.exists(metrics) and len(train_losses(killed)) >= 2):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not os.path.isdir(os.path.join(killed, 'checkpoints')) or \
+        not os.listdir(os.path.join(killed, 'checkpoints'))
+    assert len(train_losses(killed)) >= 2
+    resumed = run_cli('finetune', '--out', killed, '--resume')
+    assert resumed.returncode == 0, resumed.stderr
+    assert 'starting the run over' in resumed.stdout
+    assert run_cli('finetune', '--out', full, *args).returncode == 0
+    assert train_losses(killed) == train_losses(full) and len(train_losses(full)) == 50

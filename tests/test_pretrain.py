@@ -505,3 +505,56 @@ def test_a_failed_start_does_not_block_the_corrected_rerun(bad, tmp_path, capsys
     code, stderr = run_main(args, capsys)
     assert code == 0, stderr
     assert ckpt.find_checkpoint(out).endswith('step-000001')
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
+    """A run killed with SIGKILL after it recorded run.json and logged steps but before
+    any checkpoint: the plain rerun is refused pointing to --resume; `--out RUN --resume`
+    says it starts over and gives exactly the metrics of an uninterrupted run with the
+    same options (from step 0: no record of the killed start is left in metrics.jsonl);
+    a file the user put in RUN is left alone."""
+    killed, full = str(tmp_path / 'killed'), str(tmp_path / 'full')
+    args = ['--save-every', '0', '--eval-every', '0', '--batch-size', '16', '--log-every',
+            '1', '--warmup', '2', '--no-progress']
+    process = subprocess.Popen([sys.executable, '-m', 'd2lbert', 'pretrain', '--out', killed,
+                                '--steps', '100000', *args],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = os.path.join(killed, 'metrics.jsonl')
+    deadline = time.time() + 240
+    while process.poll() is None and time.time() < deadline and not (
+            os.path.exists(metrics) and len(read_metrics(killed)) >= 2):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert os.path.exists(os.path.join(killed, 'run.json'))
+    assert not ckpt.list_checkpoints(killed) and len(read_metrics(killed)) >= 2
+    (tmp_path / 'killed' / 'notes.txt').write_text('mine')
+    rerun = run_cli('--out', killed, '--steps', '4', *args)
+    assert rerun.returncode == 2 and '--resume' in rerun.stderr, rerun.stderr
+    resumed = run_cli('--out', killed, '--resume', '--steps', '4')
+    assert resumed.returncode == 0, resumed.stderr
+    assert 'no checkpoint yet' in resumed.stdout and 'starting the run over' in resumed.stdout
+    assert run_cli('--out', full, '--steps', '4', *args).returncode == 0
+    untimed = [[{k: v for k, v in r.items() if 'second' not in k} for r in read_metrics(out)]
+               for out in (killed, full)]
+    assert untimed[0] == untimed[1], untimed
+    assert [r['step'] for r in untimed[1]] == [1, 2, 3, 4, 4]
+    assert (tmp_path / 'killed' / 'notes.txt').read_text() == 'mine'
+    assert ckpt.find_checkpoint(killed).endswith('step-000004')
+
+
+def test_a_kill_while_recording_the_run_does_not_block_the_rerun(tmp_path):
+    """A run killed while it wrote run.json leaves only its temporary file in --out: the
+    same command runs (and removes it); a file of the user's is still refused."""
+    out = tmp_path / 'run'
+    out.mkdir()
+    dead = subprocess.Popen([sys.executable, '-c', ''])
+    dead.wait()
+    (out / f'.tmp-d2lbert-{dead.pid}-x1y2').write_text('{"comm')
+    pretrain(PretrainOptions(out=str(out), steps=1, batch_size=16, progress=False))
+    assert not [name for name in os.listdir(out) if name.startswith('.tmp')]
+    mine = tmp_path / 'mine'
+    mine.mkdir()
+    (mine / '.tmp-notes').write_text('mine')
+    with pytest.raises(RunError, match='already holds files'):
+        pretrain(PretrainOptions(out=str(mine), steps=1, batch_size=16, progress=False))

@@ -224,14 +224,13 @@ def finetune(options, pretrained):
                        f'{config.max_len} positions')
     task = read_task(options, vocab)
     info = task.info
-    out = prepare_out_dir(options, 'finetune',
-                          f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',
-                          {'--data': options.data, '--dev': options.dev,
-                           '--model': options.model}, TRAJECTORY)
+    out, resumes = prepare_out_dir(
+        options, 'finetune', f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',
+        {'--data': options.data, '--dev': options.dev, '--model': options.model}, TRAJECTORY)
     net = build_task_model(bert, info)
     state = {'epoch': 0, 'index': 0, 'step': 0, 'best': None, 'seed': options.seed}
     log = MetricsLog(out)
-    if options.resume:
+    if resumes:
         checkpoint = ckpt.find_checkpoint(out)
         state = resume_state(checkpoint, info, config, vocab, options.seed)
         net.load_parameters(os.path.join(checkpoint, 'model.params'), ctx=ctxs)
@@ -241,6 +240,8 @@ def finetune(options, pretrained):
         seed_step(options.seed, 0)
         task.initialize_output(net, ctxs)
     record_run(out, 'finetune', options)  # the run has started (data read, model built)
+    if not resumes:
+        log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
     if not options.plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
@@ -249,7 +250,7 @@ def finetune(options, pretrained):
     net.collect_params().setattr('grad_req', 'add')
     lr = options.lr or default_lr(config)
     trainer = make_trainer(net, 'bertadam', lr, options.weight_decay)
-    if options.resume:
+    if resumes:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     steps_per_epoch = math.ceil(len(task.train) / options.batch_size)
     total_steps = steps_per_epoch * options.epochs

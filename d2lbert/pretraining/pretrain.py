@@ -237,8 +237,9 @@ def resolve_contexts(options):
 
 
 def output_folder(options, worker):
-    """The run's folder: the first worker prepares it and alone writes there; the
-    others only read the checkpoint they resume from."""
+    """(the run's folder, whether the run continues from a checkpoint): the first worker
+    prepares it (`prepare_out_dir`) and alone writes there; the others only read the
+    checkpoint they resume from."""
     if worker.is_first:
         return prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
                                {'--data': options.data, '--config': options.config},
@@ -247,7 +248,7 @@ def output_folder(options, worker):
         raise RunError(f'--resume: worker {worker.rank} finds no complete checkpoint '
                        f'in --out {options.out} (every machine must see it: a shared '
                        'folder, or a copy at the same path)')
-    return options.out
+    return options.out, options.resume
 
 
 def read_config_flag(path):
@@ -313,7 +314,7 @@ def pretrain(options):
     check_sources(options)
     ctxs = resolve_contexts(options)
     worker = join_job(options.kvstore)
-    out = output_folder(options, worker)
+    out, resumes = output_folder(options, worker)
     train_iter, vocab = load_data_wiki(
         options.batch_size, options.max_len, options.data, 'train', seed=options.seed,
         num_workers=options.num_workers, min_freq=options.min_freq, last_batch='discard',
@@ -337,7 +338,7 @@ def pretrain(options):
     loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None
     log = MetricsLog(out) if worker.is_first else None
     state = {'epoch': 0, 'index': 0, 'step': 0}
-    if options.resume:
+    if resumes:
         checkpoint = ckpt.find_checkpoint(out)
         state = check_resume_matches(checkpoint, config, vocab)
         if state.get('seed') != options.seed:
@@ -348,11 +349,12 @@ def pretrain(options):
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
         if worker.is_first:
             log.truncate(state['step'])
-    elif worker.is_first:
+    if worker.is_first:  # the run has started (data read, model built): record it first
+        record_run(out, 'pretrain', options)  # (then a kill leaves a run --resume takes)
+    if worker.is_first and not resumes:
+        log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
         config.to_json_file(os.path.join(out, 'config.json'))
         save_vocab(vocab, out)
-    if worker.is_first:  # the run has started (data read, model built): record it
-        record_run(out, 'pretrain', options)
     worker.share_parameters(trainer)
     net.hybridize(static_alloc=True, static_shape=True)
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,

@@ -5,7 +5,8 @@
 
 `prepare_out_dir` makes the folder ready: an output folder must be new or empty (or
 `--overwrite` replaces it whole, or `--resume` continues the same command's run with the
-same trajectory options); it is locked against a second process, a lock left by a dead
+same trajectory options, from its newest complete checkpoint or, when a kill came before
+the first one, from step 0); it is locked against a second process, a lock left by a dead
 process is taken over, and the temporary folders a kill left behind are removed.
 `record_run` writes run.json once the run has started (its data read, its model built):
 a start that fails before leaves nothing that would refuse the corrected rerun.
@@ -26,9 +27,10 @@ import tempfile
 
 from . import checkpoint as ckpt
 from .errors import RunError, RunFault
-from .files import (check_output, check_replaceable, check_target, is_disk_full, is_within,
-                    make_readable, process_alive, remove_leftovers, replace_folder,
-                    sweep_temporaries, temporary_prefix, write_file_atomically)
+from .files import (OUR_TEMPORARIES, check_output, check_replaceable, check_target,
+                    is_disk_full, is_within, make_readable, process_alive, remove_leftovers,
+                    replace_folder, sweep_temporaries, temporary_prefix,
+                    write_file_atomically)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
@@ -250,23 +252,30 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
     ready and locked.
 
     inputs: {flag: path} the run reads (the folder must not be or hold one of them);
-    trajectory_fields: the options --resume must not change. Returns the folder.
+    trajectory_fields: the options --resume must not change. Returns (the folder, whether
+    the run continues from a checkpoint): a --resume of a run killed before its first
+    checkpoint starts it over from step 0 (its own files are then rewritten, metrics.jsonl
+    emptied; files it did not write are left alone).
     """
     out = options.out or os.path.join('runs', datetime.datetime.now().strftime(default_name))
     out = check_output('--out', out, inputs)
     trajectory = trajectory_of(options, trajectory_fields)
-    holds = os.path.isdir(out) and set(os.listdir(out)) - {LOCK_FILE}
+    holds = os.path.isdir(out) and {name for name in os.listdir(out)
+                                    if not name.startswith(OUR_TEMPORARIES)} - {LOCK_FILE}
+    resumes = False
     if options.resume:
         if options.overwrite:
             raise RunError('--resume continues the run in --out, --overwrite replaces it: '
                            'choose one')
-        if not ckpt.list_checkpoints(out):
-            raise RunError(f'--resume: no complete checkpoint in {out}')
         check_same_run(out, command, trajectory)
+        resumes = bool(ckpt.list_checkpoints(out))
+        if not resumes:
+            print(f'--resume: no checkpoint yet in {out}: starting the run over', flush=True)
     elif holds and not options.overwrite:
         raise RunError(f'--out {out} already holds files; choose a new or empty folder, '
-                       'pass --resume to continue its run or --overwrite to replace it '
-                       'whole (nothing was touched)')
+                       'pass --resume to continue its run (or start it over if no '
+                       'checkpoint was made yet) or --overwrite to replace it whole '
+                       '(nothing was touched)')
     elif holds:
         check_replaceable('--out', out)
     try:
@@ -279,4 +288,4 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
     except OSError as error:
         fault = RunFault if is_disk_full(error) else RunError
         raise fault(f'--out {out} is not writable: {error.strerror}') from None
-    return out
+    return out, resumes
