@@ -85,6 +85,24 @@ def test_find_markers_reads_the_number_and_the_unit():
     assert lookup({'a': [{'b.c': 4}]}, 'a.0.b.c') == 4
 
 
+def test_a_key_with_a_space_is_read_and_checked():
+    """Bench rows such as 'd2lbert bf16' are keys with a space: a marker naming one is
+    found (and so checked), not passed over as no marker at all."""
+    text = '1.5<!-- result bench.json steps.small.d2lbert bf16.pairs_per_s -->'
+    assert find_markers(text) == [Marker(1, '1.5', 'bench.json',
+                                         'steps.small.d2lbert bf16.pairs_per_s')]
+    [problem] = check(text)
+    assert 'd2lbert bf16' in problem.message
+
+
+def test_every_result_comment_of_the_book_is_a_marker():
+    """No `<!-- result ...` in the chapters, README or docs escapes the check."""
+    for name in markdown_files(ROOT):
+        with open(os.path.join(ROOT, name), encoding='utf-8') as f:
+            text = f.read()
+        assert text.count('<!-- result ') == len(find_markers(text)), name
+
+
 def test_the_book_quotes_its_results_files():
     """The real chapters, README and docs against chapter_bert/results/."""
     assert 'chapter_bert/bert-fast.md' in markdown_files(ROOT)
