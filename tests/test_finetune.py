@@ -97,7 +97,7 @@ def test_pretraining_pays_off_on_held_out_sentence_pairs(default_pretraining_run
     accuracy = {}
     for name, model in (('pretrained', pretrained_out), ('random', baseline)):
         accuracy[name] = onp.mean([finetune(
-            FinetuneOptions(task='csv', model=model, data=train, dev=dev, seed=seed,
+            FinetuneOptions(task='csv', model=model, data=train, dev=dev, seed=seed, epochs=3,
                             out=str(tmp_path / f'{name}-{seed}'), progress=False),
             d2lbert.load_pretrained(model))['best']['accuracy'] for seed in (0, 1)])
     assert accuracy['pretrained'] > accuracy['random'] + 0.1, accuracy
@@ -369,3 +369,21 @@ def test_a_run_killed_before_its_first_checkpoint_starts_over(tiny_model_folder,
     assert 'starting the run over' in resumed.stdout
     assert run_cli('finetune', '--out', full, *args).returncode == 0
     assert train_losses(killed) == train_losses(full) and len(train_losses(full)) == 50
+
+
+def test_a_small_training_set_trains_for_min_steps_by_default(tiny_model_folder, task_files,
+                                                             tmp_path, monkeypatch):
+    """Without --epochs: 3 epochs, or the fewest whole epochs that make MIN_STEPS steps
+    (here 40; 160 pairs at batch 16 are 10 steps an epoch: 4 epochs, not 3); with
+    --epochs, exactly those."""
+    from d2lbert.finetuning import finetune as finetune_module
+    monkeypatch.setattr(finetune_module, 'MIN_STEPS', 40)
+    small = write_pairs(next_sentence_task('train', 160, seed=3), tmp_path / 'small.jsonl')
+    quick = [arg for arg in QUICK if arg not in ('--epochs', '2')]
+    steps = {}
+    for name, epochs in (('default', []), ('given', ['--epochs', '2'])):
+        out = str(tmp_path / name)
+        assert main(['finetune', '--out', out, *quick, *epochs, '--model', tiny_model_folder,
+                     '--data', small, '--dev', task_files['pairs_dev']]) == 0
+        steps[name] = max(step for step, _ in train_losses(out))
+    assert steps == {'default': 40, 'given': 20}

@@ -48,6 +48,8 @@ SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
 TASK_DROPOUT = 0.1  # --dropout of the tasks but SQuAD's (which has none)
+EPOCHS = 3  # --epochs, unless a small training set needs more to make MIN_STEPS steps
+MIN_STEPS = 1000
 # the options --resume must not change
 TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
               'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
@@ -84,7 +86,9 @@ class FinetuneOptions(Options):
     label_type: str = option(None, "csv: 'class' (label is a class name) or 'number' "
                              '(regression)', optional(choice(LABEL_TYPES)),
                              shown_default='class')
-    epochs: int = option(3, 'passes over the training set', integer(1))
+    epochs: int = option(None, f'passes over the training set (default: {EPOCHS}, or as '
+                         f'many as make {MIN_STEPS:,} steps when the training set is small)',
+                         optional(integer(1)))
     batch_size: int = option(32, 'examples per step', integer(1))
     max_len: int = option(None, 'longest input in tokens; longer pairs are cut longest '
                           'first; SQuAD: a question and passage window (default: 384 for '
@@ -179,6 +183,13 @@ def check_sources(options):
             raise RunError(f'{flag(name)} {path}: no such file or folder')
 
 
+def default_epochs(steps_per_epoch):
+    """EPOCHS passes, or more for a small training set: with 1,000 SST-2 sentences,
+    3 epochs are 96 steps of 32 and leave the model at chance; fine-tuning a small set
+    for more steps is the remedy of Mosbach et al. (2021) and Zhang et al. (2021)."""
+    return max(EPOCHS, math.ceil(MIN_STEPS / steps_per_epoch))
+
+
 def default_lr(config):
     return SMALL_MODEL_LR if config.num_hiddens <= SMALL_MODEL_HIDDENS else LARGE_MODEL_LR
 
@@ -253,7 +264,7 @@ def finetune(options, pretrained):
     if resumes:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     steps_per_epoch = math.ceil(len(task.train) / options.batch_size)
-    total_steps = steps_per_epoch * options.epochs
+    total_steps = steps_per_epoch * (options.epochs or default_epochs(steps_per_epoch))
     recipe = Finetuning(options, task, net, ctxs, config, vocab, out, steps_per_epoch, state)
     loop = TrainingLoop(
         recipe, net, trainer,
