@@ -16,8 +16,9 @@ set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
   each of which must either learn or print the collapse warning;
 * wikitext: real text. The shared WikiText-2 file (`--wikitext`, WikiText-2's validation
   split: 60 articles) is split by articles: the first 48 become wiki.train.tokens, the
-  last 12 wiki.valid.tokens; then `--vocab words --steps 2000` (the book's vocabulary,
-  which was the default for real text until word pieces became it);
+  last 12 wiki.valid.tokens; then `--vocab words --preset book --batch-size 64 --lr 1e-3
+  --steps 2000` (the book's vocabulary, size, batch and lr, which were the defaults for
+  real text until word pieces and the small size became them);
 * wikitext-static: the same with --masking static (masks drawn once, as the book).
 
 Each run's held-out evaluations (metrics.jsonl), collapse warnings and time go into the
@@ -45,7 +46,6 @@ THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 CHANGES = (('--warmup', '20'), ('--clip', '0'), ('--lr', '0.002'), ('--lr', '0.0005'))
 EARLIER_RECIPE = ['--warmup', '50', '--dropout', '0.2', '--masking', 'static']
 WIKITEXT_TRAIN_ARTICLES = 48
-ARTICLE_TITLE = re.compile(r'^ = [^=].* = $')
 
 
 def planned_runs(parts, wikitext_dir):
@@ -59,8 +59,8 @@ def planned_runs(parts, wikitext_dir):
         runs += [('earlier', seed, 1, EARLIER_RECIPE) for seed in SEEDS]
     if 'changes' in parts:
         runs += [('changes', 0, 1, list(change)) for change in CHANGES]
-    real_text = ['--data', wikitext_dir, '--vocab', 'words', '--steps', '2000',
-                 '--eval-every', '500']
+    real_text = ['--data', wikitext_dir, '--vocab', 'words', '--preset', 'book',
+                 '--batch-size', '64', '--lr', '1e-3', '--steps', '2000', '--eval-every', '500']
     if 'wikitext' in parts:
         runs += [('wikitext', 0, 2, real_text)]
     if 'wikitext-static' in parts:
@@ -69,20 +69,13 @@ def planned_runs(parts, wikitext_dir):
 
 
 def split_wikitext(path, folder):
-    """Write the articles of WikiText file `path` into `folder` as wiki.train.tokens (the
-    first WIKITEXT_TRAIN_ARTICLES) and wiki.valid.tokens (the rest); returns `folder`."""
-    with open(path, encoding='utf-8') as f:
-        lines = f.read().split('\n')
-    starts = [i for i, line in enumerate(lines) if ARTICLE_TITLE.match(line)]
-    if len(starts) <= WIKITEXT_TRAIN_ARTICLES:
-        raise SystemExit(f'--wikitext {path}: {len(starts)} articles, need more than '
-                         f'{WIKITEXT_TRAIN_ARTICLES}')
-    cut = starts[WIKITEXT_TRAIN_ARTICLES]
-    os.makedirs(folder, exist_ok=True)
-    for name, part in (('wiki.train.tokens', lines[:cut]), ('wiki.valid.tokens', lines[cut:])):
-        with open(os.path.join(folder, name), 'w', encoding='utf-8') as f:
-            f.write('\n'.join(part) + '\n')
-    return folder
+    """`data.articles.split_articles` with WIKITEXT_TRAIN_ARTICLES to train on; exits
+    with one line naming --wikitext when the file has too few articles."""
+    from d2lbert.data.articles import split_articles
+    try:
+        return split_articles(path, folder, WIKITEXT_TRAIN_ARTICLES)
+    except ValueError as err:
+        raise SystemExit(f'--wikitext {err}')
 
 
 def run_pretrain(index, part, seed, threads, flags, scratch):
