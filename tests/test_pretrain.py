@@ -207,6 +207,20 @@ def test_the_books_model_learns_with_the_same_defaults(plain_pretraining_run):
         assert result['eval'][name] >= threshold, result['eval']
 
 
+def test_size_batch_and_lr_default_by_the_data():
+    """The bundled corpus: the book's size, batch 64, lr 1e-3; other text: the small
+    size, batch 128, lr 5e-4 (docs/pretraining.md); a given flag wins, --config
+    replaces the preset."""
+    def chosen(**flags):
+        options = PretrainOptions(**flags)
+        return options.preset, options.batch_size, options.lr
+    assert chosen() == ('book', 64, 1e-3)
+    assert chosen(data='wikitext-2') == chosen(data='my/text.txt') == ('small', 128, 5e-4)
+    assert chosen(data='my/text.txt', preset='book', batch_size=32, lr=1e-3) == \
+        ('book', 32, 1e-3)
+    assert chosen(data='my/text.txt', config='bert.json') == (None, 128, 5e-4)
+
+
 def test_default_warmup_is_a_fifth_of_the_steps():
     assert warmup_steps(PretrainOptions(steps=500)) == 100
     assert warmup_steps(PretrainOptions(steps=2000)) == 400
