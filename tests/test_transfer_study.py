@@ -18,14 +18,25 @@ STUDY = os.path.join(ROOT, 'chapter_bert', 'tools', 'transfer_study.py')
 @pytest.mark.skipif(not (os.path.isfile(WIKITEXT) and os.path.isdir(SST2)),
                     reason='the shared WikiText-2 and SST-2 data are absent')
 def test_the_quick_study_records_both_curves_and_sst2(tmp_path):
-    out = str(tmp_path / 'transfer-study.json')
-    done = subprocess.run([sys.executable, STUDY, '--quick', '--wikitext', WIKITEXT,
-                           '--sst2', SST2, '--out', out], capture_output=True, text=True,
-                          timeout=900, env=dict(os.environ, PYTHONPATH=ROOT))
-    assert done.returncode == 0, done.stderr[-3000:]
+    """Run in two parts, as the full study can be: the pretraining part keeps its model
+    (--keep-model), the sst2 part fine-tunes it two runs at a time (--jobs 2) and adds
+    its results to the same file, each part with the command that made it."""
+    out, model = str(tmp_path / 'transfer-study.json'), str(tmp_path / 'model')
+    commands = {'pretraining': ['--keep-model', model],
+                'sst2': ['--model', model, '--jobs', '2']}
+    for part, flags in commands.items():
+        done = subprocess.run([sys.executable, STUDY, '--quick', '--only', part,
+                               '--wikitext', WIKITEXT, '--sst2', SST2, '--out', out, *flags],
+                              capture_output=True, text=True, timeout=900,
+                              env=dict(os.environ, PYTHONPATH=ROOT))
+        assert done.returncode == 0, done.stderr[-3000:]
     with open(out, encoding='utf-8') as f:
         results = json.load(f)
     assert results['quick'] and '--quick' in results['command']
+    for part, flags in commands.items():
+        assert results[part]['command'].endswith(' '.join(flags))
+    assert os.path.isfile(os.path.join(model, 'metrics.jsonl'))
+    assert results['sst2']['jobs'] == 2
     assert results['machine'] and results['date']
     for name in ('d2lbert', 'book'):
         curve = results['pretraining'][name]['curve']

@@ -3,6 +3,10 @@
     python chapter_bert/tools/transfer_study.py [--minutes 30] [--quick] [--only pretraining,sst2]
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens] [--sst2 ../shared/data/sst-2]
         [--out chapter_bert/results/transfer-study.json] [--readme]
+        [--keep-model FOLDER] [--model FOLDER] [--jobs N]
+
+In two sittings (how the results file was made): `--only pretraining --keep-model M`,
+then `--only sst2 --model M --jobs 2`; the second adds its part to the same --out.
 
 Two parts (`--only`), each run in processes of their own, one at a time (run it alone on
 the machine: the times are the result):
@@ -39,6 +43,7 @@ date; `--readme` prints its tables, every number tied to the file
 (tests/test_quoted_numbers.py).
 """
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
@@ -73,14 +78,16 @@ def log(text):
     print(f'[{time.strftime("%H:%M:%S")}] {text}', flush=True)
 
 
-def run_logged(command, show=lambda seconds, line: None):
-    """Run command; returns [(seconds since start, line)] of its stdout, each line stamped
+def run_logged(command, show=lambda seconds, line: None, threads=None):
+    """Run command (with OMP_NUM_THREADS=threads if given); returns [(seconds since start, line)] of its stdout, each line stamped
     as it is printed (unbuffered) and passed to show (progress). Exits with its stderr's
     tail when it fails."""
     tic = time.time()
     with tempfile.TemporaryFile('w+', encoding='utf-8') as errors:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True,
-                                   env=dict(os.environ, PYTHONUNBUFFERED='1'))
+                                   env=dict(os.environ, PYTHONUNBUFFERED='1',
+                                            **({'OMP_NUM_THREADS': str(threads)}
+                                               if threads else {})))
         lines = []
         for line in process.stdout:
             lines.append((time.time() - tic, line.rstrip('\n')))
@@ -237,19 +244,21 @@ def write_sst2_subset(train, path, size):
     return path
 
 
-def finetune_sst2(model, train, dev, out, seed, from_scratch, flags):
-    """One `d2lbert finetune --task glue/sst2` run: its best dev accuracy."""
+def finetune_sst2(model, train, dev, out, seed, from_scratch, flags, threads=None):
+    """One `d2lbert finetune --task glue/sst2` run: its best dev accuracy and seconds."""
     command = [sys.executable, '-m', 'd2lbert', 'finetune', '--task', 'glue/sst2',
                '--model', model, '--data', train, '--dev', dev, '--out', out, '--seed',
                str(seed), '--no-progress', *flags] + (['--from-scratch'] if from_scratch else [])
     tic = time.time()
-    run_logged(command, lambda _, line: line.startswith('step ') and log('    ' + line))
+    run_logged(command, lambda _, line: 'dev accuracy' in line and
+               log(f'    {os.path.basename(out)}: {line}'), threads)
     best = max(r['accuracy'] for r in read_records(out, 'dev'))
     return best, time.time() - tic
 
 
-def sst2_part(model, sst2, scratch, quick):
-    """Dev accuracy, pretrained vs --from-scratch, on both training sets and the seeds."""
+def sst2_part(model, sst2, scratch, quick, jobs=1):
+    """Dev accuracy, pretrained vs --from-scratch, on both training sets and the seeds;
+    `jobs` runs at once, one thread each."""
     dev = os.path.join(sst2, 'dev.tsv')
     full = os.path.join(sst2, 'train.tsv')
     flags, seeds = (QUICK['finetune_flags'], QUICK['seeds']) if quick else ([], SEEDS)
@@ -260,18 +269,23 @@ def sst2_part(model, sst2, scratch, quick):
     subset = write_sst2_subset(os.path.join(sst2, 'train.tsv'),
                                os.path.join(scratch, 'subset.tsv'),
                                QUICK['sst2_sentences'] if quick else SUBSET)
-    runs = []
-    for train_name, train in (('full', full), ('subset', subset)):
-        for init in ('pretrained', 'scratch'):
-            for seed in seeds:
-                out = os.path.join(scratch, f'sst2-{train_name}-{init}-{seed}')
-                accuracy, seconds = finetune_sst2(model, train, dev, out, seed,
-                                                  init == 'scratch', flags)
-                runs.append({'train': train_name, 'init': init, 'seed': seed,
-                             'accuracy': accuracy, 'seconds': round(seconds, 1)})
-                log(f'  SST-2 {train_name}, {init}, seed {seed}: dev accuracy '
-                    f'{accuracy:.4f} ({seconds / 60:.1f} min)')
+    trainings = [(train_name, train, init, seed)
+                 for train_name, train in (('full', full), ('subset', subset))
+                 for init in ('pretrained', 'scratch') for seed in seeds]
+
+    def finetune(training):
+        train_name, train, init, seed = training
+        out = os.path.join(scratch, f'sst2-{train_name}-{init}-{seed}')
+        accuracy, seconds = finetune_sst2(model, train, dev, out, seed, init == 'scratch',
+                                          flags, 1 if jobs > 1 else None)
+        log(f'  SST-2 {train_name}, {init}, seed {seed}: dev accuracy {accuracy:.4f} '
+            f'({seconds / 60:.1f} min)')
+        return {'train': train_name, 'init': init, 'seed': seed, 'accuracy': accuracy,
+                'seconds': round(seconds, 1)}
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        runs = list(pool.map(finetune, trainings))
     return {'flags': ' '.join(flags) or "finetune's defaults", 'seeds': list(seeds),
+            'jobs': jobs,
             'subset_sentences': QUICK['sst2_sentences'] if quick else SUBSET,
             'runs': runs, 'summary': sst2_summary(runs)}
 
@@ -316,6 +330,22 @@ def readme_tables(results):
     return '\n'.join(lines)
 
 
+def merged(path, results, parts):
+    """results with the parts it did not run taken from the results file at path (if
+    any, of the same --quick): `--only sst2` after `--only pretraining` makes one file.
+    Each part keeps the command, date and threads of the run that made it."""
+    for part in parts:
+        results[part] = {**results[part], 'command': results['command'],
+                         'date': results['date'], 'threads': results['threads']}
+    if not os.path.isfile(path):
+        return results
+    with open(path, encoding='utf-8') as f:
+        old = json.load(f)
+    kept = {part: old[part] for part in ('pretraining', 'sst2')
+            if part in old and part not in parts and old.get('quick') == results['quick']}
+    return {**results, **kept}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--minutes', type=float, default=30,
@@ -326,6 +356,12 @@ def main(argv=None):
                                                            'wiki.valid.tokens'))
     parser.add_argument('--sst2', default=os.path.join(SHARED, 'sst-2'))
     parser.add_argument('--model', help='sst2 alone: the pretrained model to fine-tune')
+    parser.add_argument('--keep-model', metavar='FOLDER',
+                        help="pretraining: write d2lbert's pretrained model here (a new "
+                        'folder) and keep it, for a later `--only sst2 --model FOLDER`')
+    parser.add_argument('--jobs', type=int, default=1,
+                        help='sst2: fine-tuning runs at once, one thread each (their '
+                        'accuracies do not depend on it; their seconds do)')
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
                         help="only print the README's tables of the results file --out")
@@ -349,7 +385,7 @@ def main(argv=None):
         model = args.model
         if 'pretraining' in parts:
             folder = split_wikitext(args.wikitext, os.path.join(scratch, 'wikitext'))
-            model = os.path.join(scratch, 'd2lbert')
+            model = args.keep_model or os.path.join(scratch, 'd2lbert')
             ours = pretrain_d2lbert(folder, model, args.minutes, args.quick)
             book = pretrain_book(folder, scratch, args.minutes, args.quick)
             target = book['curve'][-1]['accuracy']
@@ -364,10 +400,11 @@ def main(argv=None):
         if 'sst2' in parts:
             if model is None:
                 raise SystemExit('--only sst2 needs --model, a pretrained model')
-            results['sst2'] = sst2_part(model, args.sst2, scratch, args.quick)
+            results['sst2'] = sst2_part(model, args.sst2, scratch, args.quick, args.jobs)
             log(json.dumps(results['sst2']['summary']))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    results = merged(args.out, results, parts)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w', encoding='utf-8') as f:
         json.dump(results, f, indent=1)
