@@ -32,9 +32,10 @@ the machine: the times are the result):
   vocabulary, random parameters), on the full training set and on a fixed subset of
   1,000 sentences, seeds 0, 1, 2.
 
-The whole study with the default 30 minutes runs for about three hours on 2 cores: two
-pretraining runs of 30 minutes, then 12 fine-tuning runs (the six on the full training
-set, three epochs of 67,349 sentences, take most of it). It prints its progress.
+With the default 30 minutes the pretraining part runs for about an hour on 2 cores (two
+runs of 30 minutes, then the book's evaluations), and the sst2 part for about 45 minutes
+with --jobs 2 (12 fine-tuning runs; the six on the full training set, three epochs of
+67,349 sentences, take most of it). It prints its progress.
 
 `--quick` runs the same code on tiny settings in about a minute (the test runs it):
 20 pretraining steps, 5 seconds of the book's loop with batch 64, two evaluations each,
