@@ -275,8 +275,11 @@ def test_a_signal_ends_a_run_with_one_line_and_no_lock(sig, workspace, tmp_path)
     args = writing_command('finetune', workspace, str(out), tmp_path)
     args[args.index('--epochs') + 1] = '1000'
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, OMP_NUM_THREADS='1')
+    # as a terminal starts it: a shell starts a background job (`pytest ... &`) with
+    # SIGINT ignored, which its children inherit and Python then leaves ignored
     process = subprocess.Popen([sys.executable, '-m', 'd2lbert', *args], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while not (out / 'metrics.jsonl').exists() and time.time() < deadline:
