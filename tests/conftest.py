@@ -8,7 +8,9 @@ two CPU cores and give the same numbers on every run.
 import json
 import os
 import subprocess
+import signal
 import sys
+import time
 import warnings
 
 import numpy as onp
@@ -189,3 +191,20 @@ def run_main(args, capsys):
         code = exit.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def kill_after_logged_steps(args, out, steps=2, timeout=300):
+    """Start `d2lbert ARGS` (which writes --out `out`) and SIGKILL it once its
+    metrics.jsonl holds `steps` records (or after `timeout` seconds)."""
+    process = subprocess.Popen([sys.executable, '-m', 'd2lbert', *args],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = os.path.join(out, 'metrics.jsonl')
+    deadline = time.time() + timeout
+    while process.poll() is None and time.time() < deadline:
+        if os.path.exists(metrics):
+            with open(metrics, encoding='utf-8') as f:
+                if sum(1 for line in f if line.endswith('\n')) >= steps:
+                    break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()

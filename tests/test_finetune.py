@@ -25,7 +25,7 @@ from d2lbert.run.optimizer import make_trainer
 from d2lbert.finetuning.predict import predict
 from d2lbert.finetuning.task_model import TaskInfo, build_task_model
 from d2lbert.finetuning.task_step import task_forward_backward
-from conftest import make_model, save_tiny_model
+from conftest import kill_after_logged_steps, make_model, save_tiny_model
 from test_cli_flags import run_main
 
 def write_pairs(task_data, path):
@@ -352,15 +352,7 @@ def test_a_run_killed_before_its_first_checkpoint_starts_over(tiny_model_folder,
     args = [*QUICK, '--epochs', '1', '--eval-every', '0', '--log-every', '1', '--model',
             tiny_model_folder, '--data', data, '--dev', task_files['pairs_dev']]
     killed, full = str(tmp_path / 'killed'), str(tmp_path / 'full')
-    process = subprocess.Popen([sys.executable, '-m', 'd2lbert', 'finetune', '--out', killed,
-                                *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metrics = os.path.join(killed, 'metrics.jsonl')
-    deadline = time.time() + 300
-    while process.poll() is None and time.time() < deadline and not (
-            os.path.exists(metrics) and len(train_losses(killed)) >= 2):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_after_logged_steps(['finetune', '--out', killed, *args], killed)
     assert not os.path.isdir(os.path.join(killed, 'checkpoints')) or \
         not os.listdir(os.path.join(killed, 'checkpoints'))
     assert len(train_losses(killed)) >= 2

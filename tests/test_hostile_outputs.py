@@ -337,6 +337,28 @@ def test_the_study_never_writes_its_results_over_the_corpus(tmp_path, monkeypatc
     assert corpus.read_text() == ' = Title = \n words .\n'
 
 
+@pytest.mark.parametrize('tool', ['pretrain_study', 'transfer_study'])
+@pytest.mark.parametrize('spelling', ['flnk', 'dangling', '/dev/null', 'the corpus'])
+def test_a_study_never_writes_its_results_through_a_link(tool, spelling, tmp_path):
+    """Refused before any run (none is started: the model --model does not exist)."""
+    study = load_tool(tool)
+    corpus = tmp_path / 'wiki.valid.tokens'
+    corpus.write_text(' = Title = \n words .\n')
+    victim = victim_folder(tmp_path) / 'notes.txt'
+    os.symlink(victim, tmp_path / 'flnk')
+    os.symlink(tmp_path / 'none', tmp_path / 'dangling')
+    out = {'the corpus': str(corpus), '/dev/null': '/dev/null'}.get(
+        spelling, str(tmp_path / spelling))
+    only = 'none' if tool == 'pretrain_study' else 'sst2'
+    with pytest.raises(SystemExit, match=f'{tool}: --out'):
+        study.main(['--only', only, '--wikitext', str(corpus), '--out', out,
+                    *(['--model', str(tmp_path / 'model')] if tool == 'transfer_study'
+                      else [])])
+    assert victim.read_text() == 'my notes\n'
+    assert not os.path.lexists(tmp_path / 'none')
+    assert corpus.read_text() == ' = Title = \n words .\n'
+
+
 @pytest.mark.parametrize('out', ['lnk/../dir', 'CHAPTERS/_build'])
 def test_the_book_is_never_built_into_a_users_folder(out, tmp_path, monkeypatch):
     book = load_tool('build_book')

@@ -24,6 +24,7 @@ from d2lbert.run.optimizer import make_trainer
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain, warmup_steps
 from d2lbert.run.errors import RunError, TrainingDiverged
 from d2lbert.run.step import forward_backward, optimizer_step
+from conftest import kill_after_logged_steps
 from test_cli_flags import run_main
 
 QUICK = ['--batch-size', '16', '--log-every', '1', '--eval-every', '1000', '--no-progress']
@@ -530,16 +531,8 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
     killed, full = str(tmp_path / 'killed'), str(tmp_path / 'full')
     args = ['--save-every', '0', '--eval-every', '0', '--batch-size', '16', '--log-every',
             '1', '--warmup', '2', '--no-progress']
-    process = subprocess.Popen([sys.executable, '-m', 'd2lbert', 'pretrain', '--out', killed,
-                                '--steps', '100000', *args],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metrics = os.path.join(killed, 'metrics.jsonl')
-    deadline = time.time() + 240
-    while process.poll() is None and time.time() < deadline and not (
-            os.path.exists(metrics) and len(read_metrics(killed)) >= 2):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    kill_after_logged_steps(['pretrain', '--out', killed, '--steps', '100000', *args], killed,
+                            timeout=240)
     assert os.path.exists(os.path.join(killed, 'run.json'))
     assert not ckpt.list_checkpoints(killed) and len(read_metrics(killed)) >= 2
     (tmp_path / 'killed' / 'notes.txt').write_text('mine')

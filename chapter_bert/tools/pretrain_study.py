@@ -41,6 +41,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(os.path.dirname(HERE), 'results', 'pretrain-study.json')
+sys.path.insert(0, HERE)
+from results_file import check_results_file, write_results  # noqa: E402
 SEEDS = range(8)
 THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 CHANGES = (('--warmup', '20'), ('--clip', '0'), ('--lr', '0.002'), ('--lr', '0.0005'))
@@ -205,30 +207,6 @@ def machine():
     return cpu_description()
 
 
-def check_results_file(out, wikitext):
-    """--out as d2lbert's commands check an output, before the hours of runs: its
-    folder made, never a link or the corpus --wikitext."""
-    from d2lbert.run.errors import RunError
-    from d2lbert.run.files import check_output
-    try:
-        check_output('--out', out, {'--wikitext': wikitext})
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    except RunError as err:
-        sys.exit(f'pretrain_study: {err}')
-    except OSError as err:
-        sys.exit(f'pretrain_study: --out {out}: {err.strerror}')
-
-
-def write_results(out, results):
-    """The results file, whole or not at all (`d2lbert.run.files.write_file_atomically`)."""
-    from d2lbert.run.errors import RunError
-    from d2lbert.run.files import write_file_atomically
-    try:
-        write_file_atomically('--out', out, lambda f: json.dump(results, f, indent=1))
-    except RunError as err:
-        sys.exit(f'pretrain_study: {err}')
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--only', default='wikitext,default,changes,plain,earlier')
@@ -254,7 +232,7 @@ def main(argv=None):
         with open(args.out, encoding='utf-8') as f:
             print(readme_tables(json.load(f)))
         return
-    check_results_file(args.out, args.wikitext)
+    check_results_file('pretrain_study', args.out, {'--wikitext': args.wikitext})
     parts = args.only.split(',')
     with tempfile.TemporaryDirectory() as scratch:
         wikitext_dir = (split_wikitext(args.wikitext, os.path.join(scratch, 'wikitext'))
@@ -272,7 +250,7 @@ def main(argv=None):
     results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
                'command': 'python chapter_bert/tools/pretrain_study.py',
                'thresholds': THRESHOLDS, 'summary': summarize(records), 'runs': records}
-    write_results(args.out, results)
+    write_results('pretrain_study', args.out, results)
     print(markdown_table(records))
     print(json.dumps(results['summary'], indent=1))
 

@@ -73,6 +73,7 @@ EVAL_LINE = re.compile(r'^step (\d+): held-out MLM accuracy')
 
 sys.path.insert(0, HERE)
 from pretrain_study import machine, split_wikitext  # noqa: E402
+from results_file import check_results_file, write_results  # noqa: E402
 
 
 def log(text):
@@ -375,6 +376,8 @@ def main(argv=None):
         with open(args.out, encoding='utf-8') as f:
             print(readme_tables(json.load(f)))
         return
+    check_results_file('transfer_study', args.out,
+                       {'--wikitext': args.wikitext, '--sst2': args.sst2, '--model': args.model})
     parts = args.only.split(',')
     results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
                'command': 'python chapter_bert/tools/transfer_study.py ' + ' '.join(
@@ -406,9 +409,7 @@ def main(argv=None):
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     results = merged(args.out, results, parts)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, 'w', encoding='utf-8') as f:
-        json.dump(results, f, indent=1)
+    write_results('transfer_study', args.out, results)
     print(readme_tables(results))
 
 
