@@ -28,8 +28,8 @@ npx.set_np()
 
 from .model import (AddNorm, BERTClassifier, BERTConfig, BERTEncoder,  # noqa: E402
                     BERTForQuestionAnswering, BERTModel, BERTTagger, MaskLMDecoder,
-                    MultiHeadAttention, NextSentenceClassifier, PositionWiseFFN,
-                    TransformerEncoderBlock, masked_softmax)
+                    MeanPooledClassifier, MultiHeadAttention, NextSentenceClassifier,
+                    PositionWiseFFN, TransformerEncoderBlock, masked_softmax)
 from .util.checks import skip_value_checks  # noqa: E402
 
 __version__ = '0.1.0'

@@ -231,6 +231,7 @@ def test_two_devices_give_the_gradient_of_the_whole_batch():
     ('not a model', r'--model .*'),
     ('max len', r'--max-len 100 exceeds the model.s 64 positions'),
     ('bad flag', r'--warmup must be in \[0, 1\)'),
+    ('bad pooling', r'--pooling'),
 ])
 def test_bad_input_is_refused_before_anything_is_written(case, message, tiny_model_folder,
                                                          tmp_path, capsys):
@@ -249,6 +250,8 @@ def test_bad_input_is_refused_before_anything_is_written(case, message, tiny_mod
         extra = ['--max-len', '100']
     elif case == 'bad flag':
         extra = ['--warmup', '1.5']
+    elif case == 'bad pooling':
+        extra = ['--pooling', 'max']
     out = tmp_path / 'out'
     code, stderr = run_main(['finetune', '--task', 'csv', '--out', str(out), '--no-progress',
                              *[part for pair in args.items() for part in pair], *extra],
@@ -342,6 +345,13 @@ def test_predict_prints_the_accuracy_of_a_labelled_sst2_file(tiny_model_folder, 
     with open(os.path.join(out, 'metrics.jsonl')) as f:
         best = max(json.loads(line)['accuracy'] for line in f if '"dev"' in line)
     assert float(printed.group(1)) == pytest.approx(best, abs=5e-5)
+    # single sentences: the mean of the tokens by default, which Hugging Face has not
+    with open(os.path.join(out, 'model', 'task.json'), encoding='utf-8') as f:
+        assert json.load(f)['pooling'] == 'mean'
+    code, stderr = run_main(['convert', '--to-hf', out, '--out', str(tmp_path / 'hf')],
+                            capsys)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and '--pooling cls' in stderr
+    assert not (tmp_path / 'hf').exists()
 
 
 def test_a_run_killed_before_its_first_checkpoint_starts_over(tiny_model_folder, task_files,
@@ -379,3 +389,17 @@ def test_a_small_training_set_trains_for_min_steps_by_default(tiny_model_folder,
                      '--data', small, '--dev', task_files['pairs_dev']]) == 0
         steps[name] = max(step for step, _ in train_losses(out))
     assert steps == {'default': 40, 'given': 20}
+
+
+def test_a_classifier_reads_the_mean_of_single_texts_and_cls_of_pairs_by_default():
+    """The default --pooling; a task.json written before --pooling existed means 'cls'."""
+    from d2lbert.data.tasks import TaskData, TaskExample
+    from d2lbert.finetuning.labelled_task import default_pooling
+    singles = TaskData([TaskExample('a river', label='yes')], ('no', 'yes'))
+    pairs = TaskData([TaskExample('a river', 'a city', 'yes')], ('no', 'yes'))
+    assert default_pooling('classifier', singles) == 'mean'
+    assert default_pooling('classifier', pairs) == 'cls'
+    assert default_pooling('tagger', singles) == 'cls'
+    old = TaskInfo('csv', 'classifier', ('no', 'yes'), 12).to_dict()
+    del old['pooling']
+    assert TaskInfo.from_dict(old).pooling == 'cls'

@@ -1,17 +1,18 @@
-"""`BERTClassifier` and `BERTTagger`: the pretrained encoder (and pooler) shared, new
-output layers; against NumPy, padding-invariant, the same on the fast path."""
+"""`BERTClassifier`, `MeanPooledClassifier` and `BERTTagger`: the pretrained encoder
+(and pooler) shared, new output layers; against NumPy, padding-invariant, the same on
+the fast path."""
 import numpy as onp
 import pytest
 from mxnet import autograd, gluon, np
 
 from conftest import make_batch, make_model, to_numpy
-from d2lbert import BERTClassifier, BERTTagger, fast
+from d2lbert import BERTClassifier, BERTTagger, MeanPooledClassifier, fast
 from d2lbert.model.tagger import IGNORED
 
 
-def classifier(arch='d2l', num_classes=3, seed=0, accelerated=False):
+def classifier(arch='d2l', num_classes=3, seed=0, accelerated=False, cls=BERTClassifier):
     bert = make_model(arch, seed=seed)
-    net = BERTClassifier(bert, num_classes, dropout=0.0)
+    net = cls(bert, num_classes, dropout=0.0)
     net.output.initialize()
     if accelerated:
         fast.accelerate(net)
@@ -36,8 +37,24 @@ def test_classifier_reuses_the_pretrained_blocks_and_matches_numpy(arch):
     assert onp.abs(logits - expected).max() < 1e-5
 
 
-def test_padding_does_not_change_the_logits():
-    _, net = classifier()
+def test_mean_pooled_classifier_reads_the_mean_of_the_valid_tokens(arch):
+    bert, net = classifier(arch, cls=MeanPooledClassifier)
+    batch = make_batch(seed=1)
+    logits = to_numpy(net(*inputs(batch)))
+    encoded = to_numpy(bert.encoder(*inputs(batch)))
+    valid_lens = to_numpy(batch['valid_lens'])
+    assert valid_lens.min() < encoded.shape[1]  # some rows are padded
+    means = onp.stack([encoded[i, :int(n)].mean(axis=0) for i, n in enumerate(valid_lens)])
+    pooler_w, pooler_b, out_w, out_b = to_numpy(
+        bert.nsp.pooler.weight.data(), bert.nsp.pooler.bias.data(),
+        net.output.weight.data(), net.output.bias.data())
+    expected = onp.tanh(means @ pooler_w.T + pooler_b) @ out_w.T + out_b
+    assert onp.abs(logits - expected).max() < 1e-5
+
+
+@pytest.mark.parametrize('cls', [BERTClassifier, MeanPooledClassifier])
+def test_padding_does_not_change_the_logits(cls):
+    _, net = classifier(cls=cls)
     batch = make_batch(seed=2)
     before = to_numpy(net(*inputs(batch)))
     tokens = batch['tokens'].asnumpy()
@@ -48,14 +65,14 @@ def test_padding_does_not_change_the_logits():
     assert onp.abs(after - before).max() == 0.0
 
 
-@pytest.mark.parametrize('head', ['classifier', 'tagger'])
+@pytest.mark.parametrize('head', ['classifier', 'mean_pooled', 'tagger'])
 def test_fast_path_and_hybridized_give_the_same_logits_and_gradients(head):
     batch = make_batch(seed=3)
     results = []
     for accelerated, hybridize in ((False, False), (False, True), (True, True)):
         bert = make_model('original', seed=4)
-        net = (BERTClassifier(bert, 2, 0.0) if head == 'classifier'
-               else BERTTagger(bert, 5, 0.0))
+        net = {'classifier': BERTClassifier, 'mean_pooled': MeanPooledClassifier,
+               'tagger': BERTTagger}[head](bert, 2 if head != 'tagger' else 5, 0.0)
         net.output.initialize()
         net.output.weight.set_data(np.array(
             onp.random.default_rng(5).normal(size=net.output.weight.shape), dtype='float32'))

@@ -36,10 +36,11 @@ from ..run.step import seed_step
 from ..run.options import (Options, choice, fraction, integer, number, option, optional,
                            text)
 from ..util.options import flag
-from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES
+from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES, task_head
 from .labelled_task import read_labelled_task
 from .qa_task import read_qa_task
-from .task_model import TASK_FILE, build_task_model, read_task_info, save_task_model
+from .task_model import (POOLINGS, TASK_FILE, build_task_model, read_task_info,
+                         save_task_model)
 from .task_step import task_forward_backward
 
 MAX_SEED = 2 ** 32 - 1
@@ -107,6 +108,11 @@ class FinetuneOptions(Options):
     dropout: float = option(None, 'dropout before the new output layer (not for SQuAD, '
                             'which has none, as the references)', optional(fraction),
                             shown_default=TASK_DROPOUT)
+    pooling: str = option(None, "what a classifier reads of each text: 'cls' (the <cls> "
+                          "token's encoding, which next-sentence prediction trained on "
+                          "pairs) or 'mean' (the mean of its tokens' encodings) (default: "
+                          'mean for single texts, cls for text pairs)',
+                          optional(choice(POOLINGS)))
     clip: float = option(1.0, 'clip the global gradient norm (0: off)', number(0))
     eval_every: int = option(0, 'evaluate on dev (and checkpoint) every N steps and after '
                              'each epoch (0: after each epoch only)',
@@ -160,7 +166,9 @@ class FinetuneOptions(Options):
                 ('dropout', not squad, 'the tasks but squad2 and squad1 (whose output '
                                        'layer has no dropout)'),
                 ('label_type', self.task == 'csv', "csv (another task's labels are "
-                                                   'fixed by the task)')):
+                                                   'fixed by the task)'),
+                ('pooling', task_head(self.task) == 'classifier',
+                 'the classification and regression tasks')):
             if not applies and getattr(self, name) is not None:
                 raise ValueError(f'{flag(name)} does not apply to --task {self.task}, only '
                                  f'to {tasks}')

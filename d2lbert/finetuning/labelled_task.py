@@ -54,18 +54,29 @@ class LabelledTask:
 
 def read_labelled_task(options, vocab):
     """The `LabelledTask` of `FinetuneOptions` (task, data, dev, label_type, max_len,
-    dropout), encoded with vocab."""
+    dropout, pooling), encoded with vocab."""
     train = read_train_split(options.task, options.data, options.label_type)
     if not train.examples:
         raise RunError(f'--data {options.data}: the training set has no examples')
     check_training_labels(options, train)  # before the dev labels are checked against them
     dev = read_dev_split(options.task, options.data, options.dev, train.labels,
                          options.label_type)
-    info = TaskInfo(options.task, task_head(options.task), train.labels, options.max_len,
-                    options.dropout, task_metrics(options.task, train.labels))
+    head = task_head(options.task)
+    info = TaskInfo(options.task, head, train.labels, options.max_len, options.dropout,
+                    task_metrics(options.task, train.labels),
+                    pooling=options.pooling or default_pooling(head, train))
     encoded_dev = None if dev is None else encode_task(dev, vocab, options.max_len)
     return LabelledTask(info, encode_task(train, vocab, options.max_len), dev, encoded_dev,
                         vocab.pad_id)
+
+
+def default_pooling(head, train):
+    """A classifier of single texts reads the mean of their tokens (see
+    `MeanPooledClassifier`); of text pairs, `<cls>`, whose encoding next-sentence
+    prediction trained on pairs. (The other heads read every token: 'cls', unused.)"""
+    singles = head == 'classifier' and all(getattr(example, 'text_pair', None) is None
+                                           for example in train.examples)
+    return 'mean' if singles else 'cls'
 
 
 def check_training_labels(options, train):

@@ -17,10 +17,12 @@ from typing import Optional, Tuple
 import mxnet as mx
 
 from ..data.vocab_files import load_vocab
-from ..model import BERTClassifier, BERTForQuestionAnswering, BERTModel, BERTTagger
+from ..model import (BERTClassifier, BERTForQuestionAnswering, BERTModel, BERTTagger,
+                     MeanPooledClassifier)
 from ..run import checkpoint as ckpt
 
 TASK_FILE = 'task.json'
+POOLINGS = ('cls', 'mean')  # TaskInfo.pooling: BERTClassifier, MeanPooledClassifier
 
 
 @dataclasses.dataclass
@@ -41,6 +43,9 @@ class TaskInfo:
     null_threshold: question answering: answer '' when the null odds exceed it
         (``qa_predictions.best_answers``); the model folder holds the threshold
         chosen on the dev set, None (meaning 0) elsewhere.
+    pooling: what a classifier reads: 'cls' (`BERTClassifier`, `<cls>`'s encoding)
+        or 'mean' (`MeanPooledClassifier`, the mean of the tokens'); the other heads
+        and the task.json of older runs: 'cls'.
     """
     task: str
     head: str
@@ -51,6 +56,7 @@ class TaskInfo:
     doc_stride: Optional[int] = None
     max_query_len: Optional[int] = None
     null_threshold: Optional[float] = None
+    pooling: str = 'cls'
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -68,7 +74,8 @@ def build_task_model(bert, info):
     """The task model of `info.head` on top of `bert` (a `BERTModel`), sharing its
     encoder (and pooler); the new output layer is not initialized."""
     if info.head == 'classifier':
-        return BERTClassifier(bert, len(info.labels) if info.labels else 1, info.dropout)
+        classifier = MeanPooledClassifier if info.pooling == 'mean' else BERTClassifier
+        return classifier(bert, len(info.labels) if info.labels else 1, info.dropout)
     if info.head == 'tagger':
         return BERTTagger(bert, len(info.labels), info.dropout)
     if info.head == 'question_answering':

@@ -76,6 +76,10 @@ def read_model_to_export(path):
                          '(checkpoints/ or model/)')
     if is_task_model(folder):
         net, config, vocab, info = load_task_model(folder)
+        if info.pooling == 'mean':
+            raise ValueError('a classifier that reads the mean of its tokens (finetune '
+                             "--pooling mean); Hugging Face's classifiers read <cls>, so "
+                             'it has no Hugging Face form (fine-tune with --pooling cls)')
         return (net, config, vocab, info.labels), folder
     net, vocab, config = load_model_dir(folder)
     return (net, config, vocab, None), folder

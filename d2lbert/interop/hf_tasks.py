@@ -4,6 +4,7 @@
     BERTClassifier             BertForSequenceClassification    bert.pooler.dense.*, classifier.*
     BERTTagger                 BertForTokenClassification       classifier.*
     BERTForQuestionAnswering   BertForQuestionAnswering         qa_outputs.*
+    MeanPooledClassifier       none (Hugging Face's classifiers read <cls>)
 
 The encoder's tensors are those of `hf_weights.encoder_map`; a task checkpoint has no
 masked-LM or next-sentence head (nor, but for the classifier, a pooler). config.json
@@ -19,7 +20,8 @@ A question-answering head always has two outputs: the start and the end logits.
 import numpy as onp
 from mxnet import init, np
 
-from ..model import BERTClassifier, BERTForQuestionAnswering, BERTTagger
+from ..model import (BERTClassifier, BERTForQuestionAnswering, BERTTagger,
+                     MeanPooledClassifier)
 from .hf_weights import check_shapes, dense
 
 ARCHITECTURES = {BERTClassifier: 'BertForSequenceClassification',
@@ -33,7 +35,10 @@ HEAD_NAMES = ('classifier', 'qa_outputs')  # the output layers' names
 
 
 def architecture_of(net):
-    """The Hugging Face architecture of a task model, None for anything else."""
+    """The Hugging Face architecture of a task model, None for anything else (a
+    `MeanPooledClassifier` too: Hugging Face's classifiers read `<cls>`)."""
+    if isinstance(net, MeanPooledClassifier):
+        return None
     for task_class, architecture in ARCHITECTURES.items():
         if isinstance(net, task_class):
             return architecture

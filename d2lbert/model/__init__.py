@@ -10,7 +10,7 @@ turns a model's matrix products to bfloat16 or float16 (mixed precision).
 from .add_norm import AddNorm
 from .attention import MultiHeadAttention, masked_softmax
 from .bert import BERTModel
-from .classifier import BERTClassifier
+from .classifier import BERTClassifier, MeanPooledClassifier
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
@@ -19,6 +19,6 @@ from .tagger import BERTTagger
 from .transformer import PositionWiseFFN, TransformerEncoderBlock
 
 __all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTClassifier',
-           'BERTTagger', 'BERTForQuestionAnswering', 'BERTConfig',
+           'MeanPooledClassifier', 'BERTTagger', 'BERTForQuestionAnswering', 'BERTConfig',
            'BERTEncoder', 'MaskLMDecoder', 'NextSentenceClassifier', 'gather_positions',
            'PositionWiseFFN', 'TransformerEncoderBlock']

@@ -1,5 +1,7 @@
 """`BERTClassifier`: a pretrained BERT and a new output layer for a label (or a number)
-per sentence or sentence pair, as the book's fine-tuning chapters build it."""
+per sentence or sentence pair, as the book's fine-tuning chapters build it; and
+`MeanPooledClassifier`, the same reading the mean of every token's encoding instead
+of `<cls>`'s."""
 from mxnet.gluon import nn
 
 from .bert import cross_entropy
@@ -38,3 +40,27 @@ class BERTClassifier(nn.HybridBlock):
             return (logits[:, 0] - labels.astype('float32')) ** 2
         return cross_entropy(logits, labels)
 
+
+
+class MeanPooledClassifier(BERTClassifier):
+    """`BERTClassifier` that reads the mean of the encodings of each text's valid
+    tokens (`<cls>` and `<sep>` included, padding not) instead of `<cls>`'s encoding.
+
+    forward(tokens, segments, valid_lens): as `BERTClassifier`'s.
+
+    Pretraining teaches `<cls>` one thing: whether two texts follow each other. A model
+    pretrained on little text learns that for its own sentence pairs only, and its
+    `<cls>` encoding carries little else about one text; the mean keeps what every
+    token's encoding learned (the tokens' meaning in context), as Sentence-BERT reads
+    texts (Reimers and Gurevych, 2019).
+    """
+    def hybrid_forward(self, F, tokens, segments, valid_lens):
+        encoded = self.encoder(tokens, segments, valid_lens)
+        return self.output(self.dropout(self.pooler(mean_of_valid(F, encoded, valid_lens))))
+
+
+def mean_of_valid(F, X, valid_lens):
+    """Mean over the positions of X (batch_size, seq_len, num_hiddens) before each
+    row's valid length (batch_size,): (batch_size, num_hiddens)."""
+    valid = F.npx.sequence_mask(X, valid_lens, use_sequence_length=True, axis=1)  # pads: 0
+    return valid.sum(axis=1) / F.np.expand_dims(valid_lens.astype('float32'), -1)
