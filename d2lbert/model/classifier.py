@@ -56,7 +56,8 @@ class MeanPooledClassifier(BERTClassifier):
     """
     def hybrid_forward(self, F, tokens, segments, valid_lens):
         encoded = self.encoder(tokens, segments, valid_lens)
-        return self.output(self.dropout(self.pooler(mean_of_valid(F, encoded, valid_lens))))
+        pooled = self.pooler(mean_of_valid(F, encoded, valid_lens))
+        return self.output(self.dropout(pooled))
 
 
 def mean_of_valid(F, X, valid_lens):
