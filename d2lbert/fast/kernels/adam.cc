@@ -68,18 +68,47 @@ AdamSettings adam_settings(const Attributes& attrs) {
           float_attribute(attrs, "epsilon", 1e-8f), int_attribute(attrs, "decoupled", 0) != 0};
 }
 
+// Whether grad, mean and var are all zero on [begin, end).
+bool all_zero(const float* grad, const float* mean, const float* var, int64_t begin,
+              int64_t end) {
+  bool zero = true;
+#pragma omp simd reduction(&& : zero)
+  for (int64_t i = begin; i < end; ++i)
+    zero = zero && grad[i] == 0.f && mean[i] == 0.f && var[i] == 0.f;
+  return zero;
+}
+
+// In chunks of kChunk values. A chunk whose gradient and moments are all zero (the
+// rows of an embedding's words that no batch held yet: most of a vocabulary when
+// fine-tuning) keeps its moments at zero, so only its weight is written, as the full
+// update would write it (m / (sqrt(v) + epsilon) is +0 there): the moments and the
+// gradient are read, not written back, which halves the memory traffic of such rows.
+// Without decoupled weight decay (Adam's wd enters the gradient) no chunk skips.
+constexpr int64_t kChunk = 64;
+
 void adam_update(const AdamSettings& s, float scale, int64_t n, float* weight, float* grad,
                  float* mean, float* var) {
   const float coupled_wd = s.decoupled ? 0.f : s.wd, decoupled_wd = s.decoupled ? s.wd : 0.f;
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = scale * grad[i] + coupled_wd * weight[i];
-    const float m = s.beta1 * mean[i] + (1.f - s.beta1) * g;
-    const float v = s.beta2 * var[i] + (1.f - s.beta2) * g * g;
-    mean[i] = m;
-    var[i] = v;
-    weight[i] -= s.lr * (m / (std::sqrt(v) + s.epsilon) + decoupled_wd * weight[i]);
-    grad[i] = 0.f;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t begin = chunk * kChunk, end = std::min(n, begin + kChunk);
+    if (coupled_wd == 0.f && all_zero(grad, mean, var, begin, end)) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i)
+        weight[i] -= s.lr * (0.f + decoupled_wd * weight[i]);
+      continue;
+    }
+#pragma omp simd
+    for (int64_t i = begin; i < end; ++i) {
+      const float g = scale * grad[i] + coupled_wd * weight[i];
+      const float m = s.beta1 * mean[i] + (1.f - s.beta1) * g;
+      const float v = s.beta2 * var[i] + (1.f - s.beta2) * g * g;
+      mean[i] = m;
+      var[i] = v;
+      weight[i] -= s.lr * (m / (std::sqrt(v) + s.epsilon) + decoupled_wd * weight[i]);
+      grad[i] = 0.f;
+    }
   }
 }
 
