@@ -407,17 +407,22 @@ def test_quick_benchmark_reports_every_implementation(tmp_path):
     for impl in ('d2lbert', 'd2l', 'transformers'):
         run = finetune[impl]
         assert 'error' not in run, run
-        assert run['pairs_per_s'] > 0 and run['steps'] == 2 and run['omp_num_threads'] == '1'
+        # the same 2 timed steps in each of 2 rounds, each round a process
+        assert [r['steps'] for r in run['rounds']] == [2, 2] and run['steps'] == 4
+        assert run['pairs_per_s'] > 0 and run['omp_num_threads'] == '1'
         assert run['real_tokens_per_s'] == pytest.approx(
             run['pairs_per_s'] * finetune['mean_pair_tokens'])
     assert finetune['transformers']['threads'] == 1
+    started = [line.split(' / ')[1].split(' (')[0] for line in done.stderr.splitlines()
+               if line.startswith('fine-tuning (finetune): quick / ')]
+    assert started == ['d2lbert', 'd2l', 'transformers', 'transformers', 'd2l', 'd2lbert']
     squad = results['squad']['quick']
     assert squad['pairs'] == 2 * QUICK_SQUAD.batch_size and 'd2l' not in squad
     assert squad['mean_pair_tokens'] == QUICK_SQUAD.max_len
     for impl in ('d2lbert', 'transformers'):
         run = squad[impl]
         assert 'error' not in run, run
-        assert run['line'] == 'squad' and run['steps'] == 2 and run['omp_num_threads'] == '1'
+        assert run['line'] == 'squad' and run['steps'] == 4 and run['omp_num_threads'] == '1'
         assert run['pairs_per_s'] > 0 and run['peak_rss_mb'] > 0
         assert run['mean_width'] == QUICK_SQUAD.max_len and run['real_share'] == 1.0
     for row in finetune_rows(results, 'squad'):

@@ -87,7 +87,8 @@ class BenchOptions(Options):
         shown_default='book,small,finetune,squad')
     steps: int = option(10, 'timed steps per implementation and size', integer(1),
                         shown_default='10; --quick: 2')
-    rounds: int = option(2, 'rounds the pretraining steps are split into, the '
+    rounds: int = option(2, 'rounds the pretraining steps are split into (fine-tuning: '
+                         'each round times the same steps), the '
                          'implementations in turn and in reverse order every second '
                          'round, so that the machine drifting in speed weighs on each '
                          'alike (rounds.py)', integer(1))
@@ -165,23 +166,29 @@ def bench_steps(options, log=print):
 
 def bench_finetune(options, log=print, line=FINETUNE):
     """Fine-tuning-step throughput of each implementation of `line` (FINETUNE: sentence
-    pairs, SQUAD: SQuAD windows) on the same examples; transformers (PyTorch's CPU
-    build) only on the CPU."""
+    pairs, SQUAD: SQuAD windows) on the same examples, each row the same steps in each
+    of the interleaved rounds (`rounds.py`), each round in a fresh process; transformers
+    (PyTorch's CPU build) only on the CPU."""
     name = options.finetune_config
     config, _, timed = finetune_examples(line, name, options.steps, options.warmup)
     runs = {'config': config.to_dict(), 'pairs': len(timed),
             'mean_pair_tokens': sum(pair.valid_len for pair in timed) / len(timed)}
     implementations = [i for i in FINETUNE_MODULES[line] if i in options.only]
     precision = options.precision if line == FINETUNE else 'fp32'
-    for row, impl, precision in rows_of(implementations, precision):
-        if impl == 'transformers' and options.device != 'cpu':
-            continue
-        log(f'fine-tuning ({line}): {name} / {row} ...')
-        runs[row] = run_worker(
-            {'kind': 'finetune', 'line': line, 'impl': impl, 'config_name': name,
-             'steps': options.steps, 'warmup': options.warmup,
-             'device': options.device, 'precision': precision}, options.threads, log)
-    return {name: runs}
+    rows = {row: (impl, precision) for row, impl, precision
+            in rows_of(implementations, precision)
+            if impl != 'transformers' or options.device == 'cpu'}
+    rounds = {row: [] for row in rows}
+    for number, order in enumerate(round_orders(list(rows), options.rounds), 1):
+        for row in order:
+            impl, precision = rows[row]
+            log(f'fine-tuning ({line}): {name} / {row} (round {number} of '
+                f'{options.rounds}) ...')
+            rounds[row].append(run_worker(
+                {'kind': 'finetune', 'line': line, 'impl': impl, 'config_name': name,
+                 'steps': options.steps, 'warmup': options.warmup,
+                 'device': options.device, 'precision': precision}, options.threads, log))
+    return {name: {**runs, **{row: merge_rounds(rounds[row]) for row in rows}}}
 
 
 def bench_end_to_end(options, log=print):
