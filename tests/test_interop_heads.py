@@ -136,6 +136,7 @@ def d2lbert_task_model(case, seed=0):
     bert = BERTModel.from_config(config)
     net = {'classifier': lambda: BERTClassifier(bert, len(LABELS)),
            'regression': lambda: BERTClassifier(bert, 1),
+           'mean_pooled': lambda: d2lbert.MeanPooledClassifier(bert, len(LABELS)),
            'tagger': lambda: BERTTagger(bert, len(TAGS)),
            'question_answering': lambda: BERTForQuestionAnswering(bert)}[case]()
     net.initialize(mx.init.Normal(0.3))
@@ -279,3 +280,11 @@ def test_convert_a_fine_tuned_model_folder(head, task, labels, auto_class, tmp_p
     assert_same_logits(net, model)
     with pytest.raises(ValueError, match='model is a fine-tuned model'):
         d2lbert.load_pretrained(folder)  # it is not a pretrained one
+
+
+def test_a_mean_pooled_classifier_is_not_exported(tmp_path):
+    """Hugging Face's classifiers read <cls>: no architecture computes the mean's logits."""
+    net, config, vocab = d2lbert_task_model('mean_pooled')
+    with pytest.raises(ValueError, match='--pooling cls'):
+        to_huggingface(net, config, vocab, str(tmp_path / 'hf'), LABELS)
+    assert not (tmp_path / 'hf').exists()

@@ -81,9 +81,9 @@ def log(text):
 
 
 def run_logged(command, show=lambda seconds, line: None, threads=None):
-    """Run command (with OMP_NUM_THREADS=threads if given); returns [(seconds since start, line)] of its stdout, each line stamped
-    as it is printed (unbuffered) and passed to show (progress). Exits with its stderr's
-    tail when it fails."""
+    """Run command (with OMP_NUM_THREADS=threads if given); returns [(seconds since
+    start, line)] of its stdout, each line stamped as it is printed (unbuffered) and
+    passed to show (progress). Exits with its stderr's tail when it fails."""
     tic = time.time()
     with tempfile.TemporaryFile('w+', encoding='utf-8') as errors:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True,

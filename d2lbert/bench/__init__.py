@@ -138,6 +138,19 @@ def run_worker(task, threads, log=print):
             return json.load(f)
 
 
+def run_in_rounds(rows, task_of, options, log, label):
+    """{row: merged result} of the measurement `task_of(impl, precision)` (a worker
+    task) of each row {row: (impl, precision)}, in `options.rounds` interleaved rounds
+    (`rounds.py`), each round of each row in a fresh process; `label` starts the log
+    line of each run."""
+    runs = {row: [] for row in rows}
+    for number, order in enumerate(round_orders(list(rows), options.rounds), 1):
+        for row in order:
+            log(f'{label} / {row} (round {number} of {options.rounds}) ...')
+            runs[row].append(run_worker(task_of(*rows[row]), options.threads, log))
+    return {row: merge_rounds(runs[row]) for row in rows}
+
+
 def bench_steps(options, log=print):
     """Training-step throughput of each implementation on each config, in interleaved
     rounds (`rounds.py`), each round in a fresh process."""
@@ -150,17 +163,11 @@ def bench_steps(options, log=print):
         config = get_config(name)
         valid_lens = random_batch(config)['valid_lens']
         results[name] = {'config': config.to_dict(), 'flops': step_flops(config, valid_lens)}
-        runs = {row: [] for row in rows}
-        for number, order in enumerate(round_orders(list(rows), options.rounds), 1):
-            for row in order:
-                impl, precision = rows[row]
-                log(f'steps: {name} / {row} (round {number} of {options.rounds}) ...')
-                runs[row].append(run_worker(
-                    {'kind': 'step', 'impl': impl, 'config_name': name, 'steps': steps,
-                     'warmup': options.warmup, 'device': options.device,
-                     'precision': precision}, options.threads, log))
-        for row in rows:
-            results[name][row] = merge_rounds(runs[row])
+        results[name].update(run_in_rounds(
+            rows, lambda impl, precision: {
+                'kind': 'step', 'impl': impl, 'config_name': name, 'steps': steps,
+                'warmup': options.warmup, 'device': options.device, 'precision': precision},
+            options, log, f'steps: {name}'))
     return results
 
 
@@ -178,17 +185,13 @@ def bench_finetune(options, log=print, line=FINETUNE):
     rows = {row: (impl, precision) for row, impl, precision
             in rows_of(implementations, precision)
             if impl != 'transformers' or options.device == 'cpu'}
-    rounds = {row: [] for row in rows}
-    for number, order in enumerate(round_orders(list(rows), options.rounds), 1):
-        for row in order:
-            impl, precision = rows[row]
-            log(f'fine-tuning ({line}): {name} / {row} (round {number} of '
-                f'{options.rounds}) ...')
-            rounds[row].append(run_worker(
-                {'kind': 'finetune', 'line': line, 'impl': impl, 'config_name': name,
-                 'steps': options.steps, 'warmup': options.warmup,
-                 'device': options.device, 'precision': precision}, options.threads, log))
-    return {name: {**runs, **{row: merge_rounds(rounds[row]) for row in rows}}}
+    runs.update(run_in_rounds(
+        rows, lambda impl, precision: {
+            'kind': 'finetune', 'line': line, 'impl': impl, 'config_name': name,
+            'steps': options.steps, 'warmup': options.warmup, 'device': options.device,
+            'precision': precision},
+        options, log, f'fine-tuning ({line}): {name}'))
+    return {name: runs}
 
 
 def bench_end_to_end(options, log=print):

@@ -74,7 +74,7 @@ def default_pooling(head, train):
     """A classifier of single texts reads the mean of their tokens (see
     `MeanPooledClassifier`); of text pairs, `<cls>`, whose encoding next-sentence
     prediction trained on pairs. (The other heads read every token: 'cls', unused.)"""
-    singles = head == 'classifier' and all(getattr(example, 'text_pair', None) is None
+    singles = head == 'classifier' and all(example.text_pair is None
                                            for example in train.examples)
     return 'mean' if singles else 'cls'
 

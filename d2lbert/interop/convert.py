@@ -15,6 +15,7 @@ from ..model import BERTModel
 from ..run.checkpoint import load_parameters, read_config
 from ..run.files import written_as_os_errors
 from ..run.models import model_folder, model_step
+from .hf_tasks import check_has_hf_form
 from .huggingface import from_huggingface, to_huggingface, write_tokenizer
 
 
@@ -76,10 +77,7 @@ def read_model_to_export(path):
                          '(checkpoints/ or model/)')
     if is_task_model(folder):
         net, config, vocab, info = load_task_model(folder)
-        if info.pooling == 'mean':
-            raise ValueError('a classifier that reads the mean of its tokens (finetune '
-                             "--pooling mean); Hugging Face's classifiers read <cls>, so "
-                             'it has no Hugging Face form (fine-tune with --pooling cls)')
+        check_has_hf_form(net)  # before anything is written
         return (net, config, vocab, info.labels), folder
     net, vocab, config = load_model_dir(folder)
     return (net, config, vocab, None), folder

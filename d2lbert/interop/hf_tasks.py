@@ -34,11 +34,17 @@ UNUSED_HEADS = {'BertForSequenceClassification': ('mlm', 'nsp'),
 HEAD_NAMES = ('classifier', 'qa_outputs')  # the output layers' names
 
 
-def architecture_of(net):
-    """The Hugging Face architecture of a task model, None for anything else (a
-    `MeanPooledClassifier` too: Hugging Face's classifiers read `<cls>`)."""
+def check_has_hf_form(net):
+    """ValueError for a task model that Hugging Face has no architecture for: a
+    `MeanPooledClassifier` (Hugging Face's classifiers read `<cls>`)."""
     if isinstance(net, MeanPooledClassifier):
-        return None
+        raise ValueError('a classifier that reads the mean of its tokens (finetune '
+                         "--pooling mean); Hugging Face's classifiers read <cls>, so it "
+                         'has no Hugging Face form (fine-tune with --pooling cls)')
+
+
+def architecture_of(net):
+    """The Hugging Face architecture of a task model, None for anything else."""
     for task_class, architecture in ARCHITECTURES.items():
         if isinstance(net, task_class):
             return architecture

@@ -25,8 +25,8 @@ import mxnet as mx
 
 from ..model import BERTModel
 from .hf_config import check_exportable, config_from_hf, config_to_hf
-from .hf_tasks import (UNUSED_HEADS, architecture_of, head_config, head_map, is_head_tensor,
-                       task_architecture, task_model)
+from .hf_tasks import (UNUSED_HEADS, architecture_of, check_has_hf_form, head_config,
+                       head_map, is_head_tensor, task_architecture, task_model)
 from .hf_weights import (canonical_names, check_shapes, encoder_map, load_tensors,
                          parameter_map, tensors_of)
 from ..data.vocab_files import read_wordpiece as read_tokenizer
@@ -217,6 +217,7 @@ def to_huggingface(net, config, vocab, path, labels=None):
 def exported_parameters(net, config, labels=None):
     """(Hugging Face tensor name -> Parameter, config.json fields of the task head, if
     any) of a net that `to_huggingface` takes, checked to have the sizes of config."""
+    check_has_hf_form(net)
     reference = BERTModel.from_config(config)
     if isinstance(net, BERTModel):
         if labels is not None:
