@@ -338,7 +338,8 @@ def test_the_study_never_writes_its_results_over_the_corpus(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize('tool', ['pretrain_study', 'transfer_study'])
-@pytest.mark.parametrize('spelling', ['flnk', 'dangling', '/dev/null', 'the corpus'])
+@pytest.mark.parametrize('spelling', ['flnk', 'dangling', '/dev/null', 'the corpus',
+                                      'a folder'])
 def test_a_study_never_writes_its_results_through_a_link(tool, spelling, tmp_path):
     """Refused before any run (none is started: the model --model does not exist)."""
     study = load_tool(tool)
@@ -347,8 +348,8 @@ def test_a_study_never_writes_its_results_through_a_link(tool, spelling, tmp_pat
     victim = victim_folder(tmp_path) / 'notes.txt'
     os.symlink(victim, tmp_path / 'flnk')
     os.symlink(tmp_path / 'none', tmp_path / 'dangling')
-    out = {'the corpus': str(corpus), '/dev/null': '/dev/null'}.get(
-        spelling, str(tmp_path / spelling))
+    out = {'the corpus': str(corpus), '/dev/null': '/dev/null',
+           'a folder': str(victim.parent)}.get(spelling, str(tmp_path / spelling))
     only = 'none' if tool == 'pretrain_study' else 'sst2'
     with pytest.raises(SystemExit, match=f'{tool}: --out'):
         study.main(['--only', only, '--wikitext', str(corpus), '--out', out,
@@ -357,6 +358,30 @@ def test_a_study_never_writes_its_results_through_a_link(tool, spelling, tmp_pat
     assert victim.read_text() == 'my notes\n'
     assert not os.path.lexists(tmp_path / 'none')
     assert corpus.read_text() == ' = Title = \n words .\n'
+
+
+def test_the_transfer_studys_kept_model_is_written_whole(tmp_path):
+    """--keep-model: a folder of the user's holding files is refused; what a killed run
+    left (its lock, its temporary folder beside) does not stop the rerun, whose model
+    then fills the folder and whose temporary folder is gone."""
+    from d2lbert.run.files import OUR_TEMPORARIES
+    study = load_tool('transfer_study')
+    victim = victim_folder(tmp_path)
+    with pytest.raises(SystemExit, match='--keep-model'):
+        with study.model_folder(str(victim), str(tmp_path), {}):
+            pass
+    assert (victim / 'notes.txt').read_text() == 'my notes\n'
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                          capture_output=True, text=True).stdout.strip()
+    kept = tmp_path / 'kept'
+    kept.mkdir()
+    (kept / '.lock').write_text(dead + '\n')
+    (tmp_path / f'{OUR_TEMPORARIES}{dead}-x').mkdir()
+    with study.model_folder(str(kept), str(tmp_path), {}) as written:
+        with open(os.path.join(written, 'model.params'), 'w') as f:
+            f.write('weights')
+    assert (kept / 'model.params').read_text() == 'weights'
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(OUR_TEMPORARIES)]
 
 
 @pytest.mark.parametrize('out', ['lnk/../dir', 'CHAPTERS/_build'])

@@ -7,12 +7,15 @@ import sys
 
 def check_results_file(program, out, inputs):
     """Exit with one line (nothing touched) unless --out can be written: a regular
-    file (or a new one) reached through no link, not one of the inputs {flag: path};
-    makes its folder."""
+    file (or a new one, not a folder) reached through no link, not one of the inputs
+    {flag: path}; makes its folder."""
     from d2lbert.run.errors import RunError
     from d2lbert.run.files import check_output
     try:
         check_output('--out', out, inputs)
+        if os.path.isdir(out):
+            sys.exit(f'{program}: --out {out} is a folder; give the path of the results '
+                     'file (nothing was touched)')
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     except RunError as err:
         sys.exit(f'{program}: {err}')

@@ -45,6 +45,7 @@ date; `--readme` prints its tables, every number tied to the file
 """
 import argparse
 import concurrent.futures
+import contextlib
 import datetime
 import json
 import os
@@ -108,6 +109,24 @@ def read_records(out, split):
 def whole_word_accuracy(record):
     """The accuracy comparable across vocabularies (see the module doc)."""
     return record.get('word_mlm_accuracy', record['mlm_accuracy'])
+
+
+@contextlib.contextmanager
+def model_folder(keep_model, scratch, inputs):
+    """The folder d2lbert's pretraining writes its model into: one in `scratch`, or with
+    --keep-model a temporary folder beside it that becomes it when the run has ended
+    (`d2lbert.run.folder.folder_written_whole`: a kill leaves nothing in the way of the
+    rerun, and a folder of the user's holding files is refused)."""
+    if keep_model is None:
+        yield os.path.join(scratch, 'd2lbert')
+        return
+    from d2lbert.run.errors import RunError
+    from d2lbert.run.folder import folder_written_whole
+    try:
+        with folder_written_whole('--keep-model', keep_model, False, inputs) as written:
+            yield written
+    except RunError as err:
+        sys.exit(f'transfer_study: {err}')
 
 
 def pretrain_d2lbert(folder, out, minutes, quick):
@@ -389,8 +408,10 @@ def main(argv=None):
         model = args.model
         if 'pretraining' in parts:
             folder = split_wikitext(args.wikitext, os.path.join(scratch, 'wikitext'))
-            model = args.keep_model or os.path.join(scratch, 'd2lbert')
-            ours = pretrain_d2lbert(folder, model, args.minutes, args.quick)
+            with model_folder(args.keep_model, scratch,
+                              {'--wikitext': args.wikitext, '--out': args.out}) as model:
+                ours = pretrain_d2lbert(folder, model, args.minutes, args.quick)
+            model = args.keep_model or model
             book = pretrain_book(folder, scratch, args.minutes, args.quick)
             target = book['curve'][-1]['accuracy']
             results['pretraining'] = {
