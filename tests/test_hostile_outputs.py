@@ -269,6 +269,27 @@ def test_a_failed_convert_leaves_nothing(workspace, tmp_path, capsys, monkeypatc
 # 11. SIGTERM (and Ctrl-C): one line, exit code 128 + the signal, the lock released, the
 #     temporaries removed.
 
+def test_a_run_that_exits_amid_a_model_write_leaves_no_temporaries(tmp_path):
+    """A signal's exception can land between the creation of a temporary model folder
+    and the `try` that would remove it (the race behind a rare failure of the test
+    below): the run's process removes its folder's temporaries when it exits."""
+    out = tmp_path / 'run'
+    script = f"""
+import os, sys, types
+from d2lbert.run.folder import prepare_out_dir
+options = types.SimpleNamespace(out={str(out)!r}, resume=False, overwrite=False)
+out, _ = prepare_out_dir(options, 'finetune', 'x', {{}}, ())
+os.makedirs(os.path.join(out, '.tmp-model-abc'))
+os.makedirs(os.path.join(out, 'checkpoints', '.tmp-step-000004-abc'))
+sys.exit(143)
+"""
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+    assert done.returncode == 143, done.stderr
+    assert sorted(os.listdir(out)) == ['checkpoints']
+    assert os.listdir(out / 'checkpoints') == []
+
+
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_a_run_with_one_line_and_no_lock(sig, workspace, tmp_path):
     out = tmp_path / 'run'

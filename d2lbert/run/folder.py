@@ -283,9 +283,19 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
         lock_folder(out)
         if holds and options.overwrite:
             empty_folder(out)
-        remove_leftovers(out)
-        remove_leftovers(os.path.join(out, ckpt.CHECKPOINT_DIR))
+        remove_run_leftovers(out)
+        atexit.register(remove_run_leftovers, out, quietly=True)  # runs before the unlock
     except OSError as error:
         fault = RunFault if is_disk_full(error) else RunError
         raise fault(f'--out {out} is not writable: {error.strerror}') from None
     return out, resumes
+
+
+def remove_run_leftovers(out, quietly=False):
+    """`remove_leftovers` of the run folder and its checkpoints: when a run takes the
+    folder (what a kill left), and when its process exits while it still holds the lock
+    (what a signal's exception left, landing as a model folder was being created or
+    replaced, where no `finally` covers it). quietly: OSErrors are ignored."""
+    with contextlib.suppress(*((OSError,) if quietly else ())):
+        remove_leftovers(out)
+        remove_leftovers(os.path.join(out, ckpt.CHECKPOINT_DIR))
