@@ -91,6 +91,57 @@ def test_accumulating_two_half_batches_equals_one_full_batch():
     assert max(float(onp.abs(whole[k] - accumulated[k]).max()) for k in whole) < 1e-5
 
 
+def test_the_mlm_objective_is_the_gradient_of_the_masked_lm_alone():
+    """--objective mlm (nsp_weight 0): the gradient of the MLM loss alone, as autograd
+    gives it for `pretraining_loss`'s first value; the NSP head gets none. With NSP
+    (weight 1) the NSP head has a gradient and the encoder's differs."""
+    data_iter, vocab = load_data_wiki(16, 32, last_batch='discard')
+    batch = next(data_iter.batches(0))
+    config = d2lbert.BERTConfig.d2l(len(vocab), dropout=0.0, attention_dropout=0.0)
+    mx.random.seed(0)
+    net = d2lbert.BERTModel.from_config(config)
+    net.initialize(init.Normal(0.02))
+    params = net._collect_params_with_prefix()
+
+    def gradients(nsp_weight):
+        net.collect_params().setattr('grad_req', 'add')
+        net.collect_params().zero_grad()
+        forward_backward(net, [batch], [mx.cpu()], nsp_weight=nsp_weight)
+        return {k: p.grad().asnumpy().copy() for k, p in params.items()}
+
+    mlm_only, both = gradients(0.0), gradients(1.0)
+    net.collect_params().setattr('grad_req', 'write')
+    with mx.autograd.record():
+        mlm_loss = net.pretraining_loss(*(np.array(a, dtype=a.dtype) for a in batch))[0]
+    mlm_loss.backward()
+    nsp_head = [k for k in params if k.startswith('nsp.')]
+    assert nsp_head
+    for name, param in params.items():
+        assert onp.allclose(mlm_only[name], param.grad().asnumpy(), atol=1e-7), name
+        if name in nsp_head:
+            assert not mlm_only[name].any() and both[name].any(), name
+    assert not onp.allclose(mlm_only['encoder.blocks.0.ffn.dense1.weight'],
+                            both['encoder.blocks.0.ffn.dense1.weight'], atol=1e-7)
+
+
+@pytest.mark.parametrize('objective, nsp_weight', [('mlm', 0.0), ('mlm+nsp', 1.0)])
+def test_a_run_trains_its_objective(objective, nsp_weight, tmp_path, monkeypatch):
+    """`pretrain --objective` reaches every step's loss, and the run records it."""
+    pretrain_module = sys.modules['d2lbert.pretraining.pretrain']
+    weights = []
+
+    def recording(*args, nsp_weight, **kwargs):
+        weights.append(nsp_weight)
+        return forward_backward(*args, nsp_weight=nsp_weight, **kwargs)
+    monkeypatch.setattr(pretrain_module, 'forward_backward', recording)
+    out = str(tmp_path / 'run')
+    pretrain(PretrainOptions(out=out, steps=2, eval_every=0, save_every=0, batch_size=16,
+                             objective=objective, progress=False))
+    assert weights == [nsp_weight, nsp_weight]
+    with open(os.path.join(out, 'run.json'), encoding='utf-8') as f:
+        assert json.load(f)['options']['objective'] == objective
+
+
 def test_dynamic_loss_scaling_gives_the_unscaled_update():
     """--amp's dynamic loss scaling (checked here in float32 on the CPU): the loss times
     2^16, clipping at clip * scale and dividing by the scale in the update give the

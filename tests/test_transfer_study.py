@@ -17,13 +17,14 @@ STUDY = os.path.join(ROOT, 'chapter_bert', 'tools', 'transfer_study.py')
 
 @pytest.mark.skipif(not (os.path.isfile(WIKITEXT) and os.path.isdir(SST2)),
                     reason='the shared WikiText-2 and SST-2 data are absent')
-def test_the_quick_study_records_both_curves_and_sst2(tmp_path):
-    """Run in two parts, as the full study can be: the pretraining part keeps its model
-    (--keep-model), the sst2 part fine-tunes it two runs at a time (--jobs 2) and adds
-    its results to the same file, each part with the command that made it."""
+def test_the_quick_study_records_both_curves_sst2_and_probes(tmp_path):
+    """Run in parts, as the full study can be: the pretraining part keeps its model
+    (--keep-model), the sst2 part fine-tunes it two runs at a time (--jobs 2) and the
+    probe part probes it, each adding its results to the same file with the command that
+    made it."""
     out, model = str(tmp_path / 'transfer-study.json'), str(tmp_path / 'model')
     commands = {'pretraining': ['--keep-model', model],
-                'sst2': ['--model', model, '--jobs', '2']}
+                'sst2': ['--model', model, '--jobs', '2'], 'probe': ['--model', model]}
     for part, flags in commands.items():
         done = subprocess.run([sys.executable, STUDY, '--quick', '--only', part,
                                '--wikitext', WIKITEXT, '--sst2', SST2, '--out', out, *flags],
@@ -55,7 +56,27 @@ def test_the_quick_study_records_both_curves_and_sst2(tmp_path):
     summary = results['sst2']['summary']['full']
     assert summary['gain_points'] == pytest.approx(
         100 * (summary['pretrained'] - summary['scratch']))
+    probes = results['probe']['accuracy']
+    assert sorted(probes) == ['bag_of_words', 'pretrained', 'random', 'random_0']
+    assert all(0.3 < value < 1 for value in probes.values())
+    assert probes['random'] == probes['random_0']  # the mean of the quick mode's one seed
     tables = subprocess.run([sys.executable, STUDY, '--readme', '--out', out],
                             capture_output=True, text=True, env=dict(os.environ,
                                                                      PYTHONPATH=ROOT))
-    assert tables.stdout.count('<!-- result transfer-study.json') == 4 * 2 + 3 * 2
+    assert tables.stdout.count('<!-- result transfer-study.json') == 4 * 2 + 3 * 2 + 3
+
+
+def test_a_probe_scores_what_its_features_hold():
+    """The probe's logistic regression reads a label that its features hold (one
+    noisy coordinate among noise) and scores chance on features that hold none."""
+    import numpy as np
+    sys.path.insert(0, os.path.dirname(STUDY))
+    from transfer_study import probe_accuracy
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 800)
+    noise = rng.normal(size=(800, 16))
+    informative = noise.copy()
+    informative[:, 3] += 2 * labels
+    assert probe_accuracy(informative[:600], labels[:600], informative[600:],
+                          labels[600:]) > 0.8
+    assert abs(probe_accuracy(noise[:600], labels[:600], noise[600:], labels[600:]) - 0.5) < 0.1

@@ -60,9 +60,15 @@ PRESET_DROPOUT = 0.1
 # as the book does. On 48 WikiText-2 articles, 2,000 steps are 16 epochs: with static
 # masks the model memorizes them and its held-out perplexity rises from step 500 on.
 MASKINGS = ('dynamic', 'static')
+# What the loss is made of, and the weight of the next-sentence loss in it. 'mlm':
+# the masked LM alone, as RoBERTa (Liu et al., 2019) and Cramming (Geiping and
+# Goldstein, 2022) pretrain; the pairs and the NSP head stay (held-out NSP accuracy is
+# still reported, at chance), so a model of either objective loads and fine-tunes alike.
+OBJECTIVES = {'mlm+nsp': 1.0, 'mlm': 0.0}
 # the options --resume must not change (--steps may grow: the run continues to it)
 TRAJECTORY = ('data', 'preset', 'config', 'batch_size', 'max_len', 'lr', 'warmup',
-              'weight_decay', 'clip', 'dropout', 'masking', 'optimizer', 'accumulate',
+              'weight_decay', 'clip', 'dropout', 'masking', 'objective', 'optimizer',
+              'accumulate',
               'seed', 'min_freq', 'vocab', 'vocab_size')
 
 
@@ -110,6 +116,9 @@ class PretrainOptions(Options):
                             'file keeps its own)', optional(fraction))
     masking: str = option('dynamic', "'dynamic' (new masked tokens every epoch) or "
                           "'static' (masked once, as the book)", choice(MASKINGS))
+    objective: str = option('mlm+nsp', "'mlm+nsp' (BERT's: masked words and next-sentence "
+                            "prediction) or 'mlm' (masked words only, as RoBERTa: the NSP "
+                            'head is kept, untrained)', choice(tuple(OBJECTIVES)))
     optimizer: str = option('bertadam', 'adam, bertadam (decoupled weight decay) or lamb',
                             choice(OPTIMIZERS))
     accumulate: int = option(1, 'batches whose gradients make one step', integer(1))
@@ -419,7 +428,8 @@ class Pretraining:
         """The two losses; when logging, the step's MLM and NSP accuracies too."""
         values = forward_backward(self.net, batches, self.ctxs, with_accuracy=logging,
                                   loss_scale=loss_scale,
-                                  step_totals=self.worker.step_totals(batches))
+                                  step_totals=self.worker.step_totals(batches),
+                                  nsp_weight=OBJECTIVES[self.options.objective])
         metrics = dict(zip(('mlm_accuracy', 'nsp_accuracy'), values[2:]))
         return values[:2], metrics
 

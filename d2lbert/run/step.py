@@ -29,10 +29,12 @@ def split_batch(batch, num_parts):
 
 
 def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0,
-                     step_totals=None):
+                     step_totals=None, nsp_weight=1.0):
     """Add to the parameters' gradients (grad_req='add') the gradient of the mean pretraining
     loss over `batches` (host batches that together form one optimizer step), times
-    loss_scale (mixed precision: `loss_scale.DynamicLossScale`).
+    loss_scale (mixed precision: `loss_scale.DynamicLossScale`). The loss is the MLM
+    loss plus nsp_weight times the NSP loss (0: the masked LM alone; the NSP values
+    are still computed and returned).
 
     step_totals: (prediction slots, sentence pairs) of the whole step when `batches` are only
     this worker's part of it (`distributed.Worker.step_totals`); the gradient and the
@@ -53,7 +55,8 @@ def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0,
             pair_share = len(shard.nsp_labels) / total_pairs
             with autograd.record():
                 values = shard_losses(net, shard, ctx, with_accuracy)
-                loss = (values[0] * slot_share + values[1] * pair_share) * loss_scale
+                loss = (values[0] * slot_share
+                        + values[1] * (nsp_weight * pair_share)) * loss_scale
             loss.backward()
             for i, (value, share) in enumerate(zip(
                     values, (slot_share, pair_share, slot_share, pair_share))):
