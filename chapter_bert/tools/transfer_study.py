@@ -1,15 +1,16 @@
 """Does pretraining pay off on real text? The runs behind the transfer study's tables.
 
-    python chapter_bert/tools/transfer_study.py [--minutes 30] [--quick] [--only pretraining,sst2]
+    python chapter_bert/tools/transfer_study.py [--minutes 30] [--quick] [--only pretraining,sst2,probe]
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens] [--sst2 ../shared/data/sst-2]
         [--out chapter_bert/results/transfer-study.json] [--readme]
         [--keep-model FOLDER] [--model FOLDER] [--jobs N]
 
-In two sittings (how the results file was made): `--only pretraining --keep-model M`,
-then `--only sst2 --model M --jobs 2`; the second adds its part to the same --out.
+In sittings (how the results file was made): `--only pretraining --keep-model M`,
+then `--only sst2 --model M --jobs 2` and `--only probe --model M`; each adds its part to
+the same --out.
 
-Two parts (`--only`), each run in processes of their own, one at a time (run it alone on
-the machine: the times are the result):
+Three parts (`--only`), one at a time (run it alone on the machine: the times are the
+result); the first two run each training in a process of its own:
 
 * pretraining: held-out MLM accuracy against minutes on the same real text, for
   - d2lbert's recipe: `d2lbert pretrain --data FOLDER --minutes M` with the defaults
@@ -31,6 +32,10 @@ the machine: the times are the result):
   from the model the pretraining part made and `--from-scratch` (same architecture and
   vocabulary, random parameters), on the full training set and on a fixed subset of
   1,000 sentences, seeds 0, 1, 2.
+* probe: does the pretrained encoder hold what SST-2 needs before any fine-tuning? A
+  logistic regression (scikit-learn) on frozen encodings of the 1,000 sentences, each the
+  mean of its tokens', from the pretrained model and from random parameters (seeds 0, 1,
+  2), and on a bag of words, scored on SST-2 dev (a minute or two).
 
 With the default 30 minutes the pretraining part runs for about an hour on 2 cores (two
 runs of 30 minutes, then the book's evaluations), and the sst2 part for about 45 minutes
@@ -66,6 +71,7 @@ SUBSET_SEED = 0
 BOOK = {'batch_size': 512, 'max_len': 64, 'lr': 0.01, 'num_hiddens': 128,
         'ffn_num_hiddens': 256, 'num_heads': 2, 'num_layers': 2, 'dropout': 0.2}
 EVALUATIONS = 6  # evaluation points of each pretraining curve
+PARTS = ('pretraining', 'sst2', 'probe')
 RECIPE = []  # d2lbert's flags beyond --data: its defaults for real text
 QUICK = {'steps': 20, 'book_seconds': 5, 'book_batch_size': 64, 'evaluations': 2,
          'sst2_sentences': 200, 'finetune_flags': ['--epochs', '1', '--max-len', '64'],
@@ -311,6 +317,66 @@ def sst2_part(model, sst2, scratch, quick, jobs=1):
             'runs': runs, 'summary': sst2_summary(runs)}
 
 
+def read_sst2(path):
+    """(sentences, labels) of an SST-2 file in GLUE's layout."""
+    with open(path, encoding='utf-8') as f:
+        rows = [line.rstrip('\n').rsplit('\t', 1) for line in f.readlines()[1:]]
+    return [sentence for sentence, _ in rows], [int(label) for _, label in rows]
+
+
+def mean_encodings(net, vocab, sentences):
+    """(sentences, hidden): each sentence's encodings by `net`, averaged over its
+    tokens (<cls> and <sep> left out), as `finetune --pooling mean` reads them."""
+    from d2lbert.data.tasks.encoding import tokenizer_for
+    from d2lbert.interop import get_bert_encoding
+    import numpy as np
+    tokenize = tokenizer_for(vocab)
+    return np.stack([get_bert_encoding(net, vocab, tokenize(s))[0, 1:-1].mean(axis=0)
+                     .asnumpy() for s in sentences])
+
+
+def probe_accuracy(train_features, train_labels, dev_features, dev_labels):
+    """Dev accuracy of a logistic regression on frozen features (standardized; its
+    regularization chosen by 5-fold cross-validation on the training set)."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    probe = make_pipeline(StandardScaler(with_mean=not hasattr(train_features, 'tocsr')),
+                          LogisticRegressionCV(Cs=10, max_iter=5000))
+    return float(probe.fit(train_features, train_labels).score(dev_features, dev_labels))
+
+
+def probe_part(model, sst2, scratch, quick):
+    """Linear probes on the 1,000-sentence subset: does the pretrained encoder hold
+    what the task needs before any fine-tuning? A logistic regression on the frozen mean
+    encodings of the pretrained model, of the same architecture and vocabulary with
+    random parameters (`run.models.random_model_like`, the seeds), and on a bag of words
+    (which words a sentence has), each scored on SST-2 dev."""
+    import numpy as np
+    from sklearn.feature_extraction.text import CountVectorizer
+    from d2lbert.interop import load_pretrained
+    from d2lbert.run.models import random_model_like
+    size = QUICK['sst2_sentences'] if quick else SUBSET
+    seeds = QUICK['seeds'] if quick else SEEDS
+    train, train_labels = read_sst2(write_sst2_subset(
+        os.path.join(sst2, 'train.tsv'), os.path.join(scratch, 'probe-subset.tsv'), size))
+    dev, dev_labels = read_sst2(os.path.join(sst2, 'dev.tsv'))
+    if quick:
+        dev, dev_labels = dev[:size], dev_labels[:size]
+    words = CountVectorizer(binary=True).fit(train)
+    results = {'bag_of_words': probe_accuracy(words.transform(train), train_labels,
+                                              words.transform(dev), dev_labels)}
+    bert, vocab = load_pretrained(model)
+    starts = [('pretrained', bert)] + [(f'random_{seed}', random_model_like(bert, seed))
+                                       for seed in seeds]
+    for name, net in starts:
+        results[name] = probe_accuracy(mean_encodings(net, vocab, train), train_labels,
+                                       mean_encodings(net, vocab, dev), dev_labels)
+        log(f'  probe {name}: dev accuracy {results[name]:.3f}')
+    results['random'] = float(np.mean([results[f'random_{seed}'] for seed in seeds]))
+    return {'sentences': size, 'seeds': list(seeds), 'accuracy': results}
+
+
 def sst2_summary(runs):
     """Per training set: the mean dev accuracy of each start and the gain (points)."""
     summary = {}
@@ -327,6 +393,11 @@ def marked(value, key, digits=3):
     """`value` rounded as the README shows it, with the marker that ties it to `key`
     of the results file (tests/test_quoted_numbers.py checks the pair)."""
     return f'{value:.{digits}f}<!-- result transfer-study.json {key} -->'
+
+
+PROBES = (('pretrained', 'pretrained encoder, mean of its tokens'),
+          ('random', 'random parameters, mean of its tokens (mean of the seeds)'),
+          ('bag_of_words', 'bag of words'))
 
 
 def readme_tables(results):
@@ -348,6 +419,11 @@ def readme_tables(results):
             lines.append(f'| {train} | {marked(results["sst2"]["summary"][train]["pretrained"], key + ".pretrained")} | '
                          f'{marked(results["sst2"]["summary"][train]["scratch"], key + ".scratch")} | '
                          f'{marked(results["sst2"]["summary"][train]["gain_points"], key + ".gain_points", 1)} |')
+    if 'probe' in results:
+        lines += ['', '| linear probe (1,000 sentences), features | SST-2 dev accuracy |',
+                  '|---|---|']
+        for name, label in PROBES:
+            lines.append(f'| {label} | {marked(results["probe"]["accuracy"][name], "probe.accuracy." + name)} |')
     return '\n'.join(lines)
 
 
@@ -362,7 +438,7 @@ def merged(path, results, parts):
         return results
     with open(path, encoding='utf-8') as f:
         old = json.load(f)
-    kept = {part: old[part] for part in ('pretraining', 'sst2')
+    kept = {part: old[part] for part in PARTS
             if part in old and part not in parts and old.get('quick') == results['quick']}
     return {**results, **kept}
 
@@ -372,11 +448,12 @@ def main(argv=None):
     parser.add_argument('--minutes', type=float, default=30,
                         help='pretraining budget of each recipe (default: 30)')
     parser.add_argument('--quick', action='store_true', help='tiny settings, about a minute')
-    parser.add_argument('--only', default='pretraining,sst2')
+    parser.add_argument('--only', default=','.join(PARTS))
     parser.add_argument('--wikitext', default=os.path.join(SHARED, 'wikitext-2',
                                                            'wiki.valid.tokens'))
     parser.add_argument('--sst2', default=os.path.join(SHARED, 'sst-2'))
-    parser.add_argument('--model', help='sst2 alone: the pretrained model to fine-tune')
+    parser.add_argument('--model', help='sst2 or probe without pretraining: the pretrained '
+                        'model to fine-tune or probe')
     parser.add_argument('--keep-model', metavar='FOLDER',
                         help="pretraining: write d2lbert's pretrained model here (a new "
                         'folder) and keep it, for a later `--only sst2 --model FOLDER`')
@@ -422,11 +499,14 @@ def main(argv=None):
                                                                               target),
                             'book_minutes': book['curve'][-1]['minutes']}}
             log(json.dumps(results['pretraining']['summary']))
+        if model is None and ('sst2' in parts or 'probe' in parts):
+            raise SystemExit(f'--only {args.only} needs --model, a pretrained model')
         if 'sst2' in parts:
-            if model is None:
-                raise SystemExit('--only sst2 needs --model, a pretrained model')
             results['sst2'] = sst2_part(model, args.sst2, scratch, args.quick, args.jobs)
             log(json.dumps(results['sst2']['summary']))
+        if 'probe' in parts:
+            results['probe'] = probe_part(model, args.sst2, scratch, args.quick)
+            log(json.dumps(results['probe']['accuracy']))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     results = merged(args.out, results, parts)
