@@ -12,7 +12,7 @@ from d2lbert.data.tasks import (CONLL2003_TAGS, IGNORE_LABEL, SNLI_LABELS, TASKS
                                 encode_task, encode_text_pair, iob1_to_iob2, load_task,
                                 make_task_batch, read_conll2003, read_glue, read_snli,
                                 read_task_file, task_batches, truncate_pair,
-                                word_predictions, word_tokenize)
+                                word_predictions, word_tokenize, write_sample)
 from d2lbert.interop import WordPieceVocab
 
 SAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared',
@@ -563,3 +563,23 @@ def test_task_batches_cover_every_example_once():
     again = np.concatenate([b.valid_lens for b in task_batches(encoded, 4, shuffle=True,
                                                                 seed=3)])
     assert again.tolist() == lengths.tolist()
+
+
+def test_a_sample_is_fixed_rows_of_the_file_in_its_order_under_its_header(tmp_path):
+    """write_sample keeps the header and draws `size` distinct data rows, in the file's
+    order, the same for the same seed and others for another (NumPy's generator is
+    the reference: its choice of row indices, sorted)."""
+    source = tmp_path / 'train.tsv'
+    rows = [f'sentence {i}\t{i % 2}\n' for i in range(50)]
+    write(source, ['sentence\tlabel'] + [row.rstrip('\n') for row in rows])
+
+    def drawn(seed, name):
+        with open(write_sample(str(source), str(tmp_path / name), 10, seed),
+                  encoding='utf-8') as f:
+            return f.readlines()
+    first, again, other = drawn(0, 'a.tsv'), drawn(0, 'b.tsv'), drawn(1, 'c.tsv')
+    chosen = sorted(np.random.default_rng(0).choice(50, 10, replace=False))
+    assert first == ['sentence\tlabel\n'] + [rows[i] for i in chosen]
+    assert again == first and other != first
+    with pytest.raises(ValueError, match='50 rows, fewer than the 51'):
+        write_sample(str(source), str(tmp_path / 'd.tsv'), 51)

@@ -80,3 +80,37 @@ def test_a_probe_scores_what_its_features_hold():
     assert probe_accuracy(informative[:600], labels[:600], informative[600:],
                           labels[600:]) > 0.8
     assert abs(probe_accuracy(noise[:600], labels[:600], noise[600:], labels[600:]) - 0.5) < 0.1
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='PR_SET_PDEATHSIG is Linux')
+def test_a_killed_study_leaves_no_run_going_on(tmp_path):
+    """A study killed with SIGKILL while one of its runs (here `sleep`) goes on: the run
+    ends too, instead of training on without it."""
+    import signal
+    import time
+    pid_file = tmp_path / 'child.pid'
+    script = (f'import sys; sys.path.insert(0, {os.path.dirname(STUDY)!r})\n'
+              'from transfer_study import run_logged\n'
+              f"run_logged(['sh', '-c', 'echo $$ > {pid_file}; exec sleep 60'])\n")
+    study = subprocess.Popen([sys.executable, '-c', script],
+                             env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        deadline = time.time() + 60
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.time() < deadline and study.poll() is None, 'the run did not start'
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        study.send_signal(signal.SIGKILL)
+        study.wait()
+        deadline = time.time() + 10
+        while os.path.exists(f'/proc/{child}') and time.time() < deadline:
+            if open(f'/proc/{child}/stat').read().split()[2] == 'Z':
+                break  # ended, waiting for its (new) parent to collect it
+            time.sleep(0.05)
+        alive = os.path.exists(f'/proc/{child}') and \
+            open(f'/proc/{child}/stat').read().split()[2] != 'Z'
+        if alive:
+            os.kill(child, signal.SIGKILL)
+        assert not alive, 'the run went on after its study was killed'
+    finally:
+        study.kill()

@@ -51,11 +51,13 @@ date; `--readme` prints its tables, every number tied to the file
 import argparse
 import concurrent.futures
 import contextlib
+import ctypes
 import datetime
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -72,6 +74,7 @@ BOOK = {'batch_size': 512, 'max_len': 64, 'lr': 0.01, 'num_hiddens': 128,
         'ffn_num_hiddens': 256, 'num_heads': 2, 'num_layers': 2, 'dropout': 0.2}
 EVALUATIONS = 6  # evaluation points of each pretraining curve
 PARTS = ('pretraining', 'sst2', 'probe')
+PR_SET_PDEATHSIG = 1  # Linux's prctl option (linux/prctl.h)
 RECIPE = []  # d2lbert's flags beyond --data: its defaults for real text
 QUICK = {'steps': 20, 'book_seconds': 5, 'book_batch_size': 64, 'evaluations': 2,
          'sst2_sentences': 200, 'finetune_flags': ['--epochs', '1', '--max-len', '64'],
@@ -87,6 +90,13 @@ def log(text):
     print(f'[{time.strftime("%H:%M:%S")}] {text}', flush=True)
 
 
+def ends_with_its_parent():
+    """Run in a child before it starts (Popen's preexec_fn): on Linux, the child gets
+    SIGTERM when the study's process dies (prctl PR_SET_PDEATHSIG), so a study killed
+    midway leaves no pretraining or fine-tuning run going on without it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def run_logged(command, show=lambda seconds, line: None, threads=None):
     """Run command (with OMP_NUM_THREADS=threads if given); returns [(seconds since
     start, line)] of its stdout, each line stamped as it is printed (unbuffered) and
@@ -96,7 +106,9 @@ def run_logged(command, show=lambda seconds, line: None, threads=None):
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True,
                                    env=dict(os.environ, PYTHONUNBUFFERED='1',
                                             **({'OMP_NUM_THREADS': str(threads)}
-                                               if threads else {})))
+                                               if threads else {})),
+                                   preexec_fn=ends_with_its_parent
+                                   if sys.platform.startswith('linux') else None)
         lines = []
         for line in process.stdout:
             lines.append((time.time() - tic, line.rstrip('\n')))
@@ -260,17 +272,6 @@ def minutes_to_reach(curve, accuracy):
     return next((point['minutes'] for point in curve if point['accuracy'] >= accuracy), None)
 
 
-def write_sst2_subset(train, path, size):
-    """A fixed random `size` sentences of the SST-2 file `train`, in its layout."""
-    import numpy as np
-    with open(train, encoding='utf-8') as f:
-        header, *rows = f.readlines()
-    chosen = np.sort(np.random.default_rng(SUBSET_SEED).choice(len(rows), size, replace=False))
-    with open(path, 'w', encoding='utf-8') as f:
-        f.writelines([header] + [rows[i] for i in chosen])
-    return path
-
-
 def finetune_sst2(model, train, dev, out, seed, from_scratch, flags, threads=None):
     """One `d2lbert finetune --task glue/sst2` run: its best dev accuracy and seconds."""
     command = [sys.executable, '-m', 'd2lbert', 'finetune', '--task', 'glue/sst2',
@@ -286,16 +287,17 @@ def finetune_sst2(model, train, dev, out, seed, from_scratch, flags, threads=Non
 def sst2_part(model, sst2, scratch, quick, jobs=1):
     """Dev accuracy, pretrained vs --from-scratch, on both training sets and the seeds;
     `jobs` runs at once, one thread each."""
+    from d2lbert.data.tasks import write_sample
     dev = os.path.join(sst2, 'dev.tsv')
     full = os.path.join(sst2, 'train.tsv')
     flags, seeds = (QUICK['finetune_flags'], QUICK['seeds']) if quick else ([], SEEDS)
     if quick:
-        dev = write_sst2_subset(dev, os.path.join(scratch, 'dev.tsv'), QUICK['sst2_sentences'])
-        full = write_sst2_subset(full, os.path.join(scratch, 'full.tsv'),
-                                 QUICK['sst2_sentences'])
-    subset = write_sst2_subset(os.path.join(sst2, 'train.tsv'),
-                               os.path.join(scratch, 'subset.tsv'),
-                               QUICK['sst2_sentences'] if quick else SUBSET)
+        dev = write_sample(dev, os.path.join(scratch, 'dev.tsv'), QUICK['sst2_sentences'],
+                           SUBSET_SEED)
+        full = write_sample(full, os.path.join(scratch, 'full.tsv'), QUICK['sst2_sentences'],
+                            SUBSET_SEED)
+    subset = write_sample(os.path.join(sst2, 'train.tsv'), os.path.join(scratch, 'subset.tsv'),
+                          QUICK['sst2_sentences'] if quick else SUBSET, SUBSET_SEED)
     trainings = [(train_name, train, init, seed)
                  for train_name, train in (('full', full), ('subset', subset))
                  for init in ('pretrained', 'scratch') for seed in seeds]
@@ -354,12 +356,14 @@ def probe_part(model, sst2, scratch, quick):
     (which words a sentence has), each scored on SST-2 dev."""
     import numpy as np
     from sklearn.feature_extraction.text import CountVectorizer
+    from d2lbert.data.tasks import write_sample
     from d2lbert.interop import load_pretrained
     from d2lbert.run.models import random_model_like
     size = QUICK['sst2_sentences'] if quick else SUBSET
     seeds = QUICK['seeds'] if quick else SEEDS
-    train, train_labels = read_sst2(write_sst2_subset(
-        os.path.join(sst2, 'train.tsv'), os.path.join(scratch, 'probe-subset.tsv'), size))
+    train, train_labels = read_sst2(write_sample(
+        os.path.join(sst2, 'train.tsv'), os.path.join(scratch, 'probe-subset.tsv'), size,
+        SUBSET_SEED))
     dev, dev_labels = read_sst2(os.path.join(sst2, 'dev.tsv'))
     if quick:
         dev, dev_labels = dev[:size], dev_labels[:size]

@@ -8,6 +8,7 @@ the modules follow the pipeline:
   schemes), :mod:`.custom` (your CSV / TSV / JSONL), all built on
   :mod:`.tables` (rows with line numbers, for clear errors);
 * downloading: :mod:`.archives`; choosing the reader and file: :mod:`.load`;
+  a fixed random sample of a file's rows: :mod:`.sample`;
 * model inputs: :mod:`.encoding` (tokens, segments, truncation, word pieces
   and their tags), :mod:`.batches` (padding into NumPy arrays).
 """
@@ -23,6 +24,7 @@ from .examples import TaggedSentence, TaskData, TaskExample
 from .glue import GLUE_LAYOUTS, read_glue
 from .iob import iob1_to_iob2
 from .load import TASKS, load_task
+from .sample import write_sample
 from .snli import SNLI_LABELS, read_snli
 
 __all__ = ['load_task', 'TASKS', 'read_task_file', 'read_snli', 'read_glue',
@@ -32,4 +34,4 @@ __all__ = ['load_task', 'TASKS', 'read_task_file', 'read_snli', 'read_glue',
            'encode_text_pair', 'encode_tagged_words', 'encode_example',
            'encode_task', 'truncate_pair', 'word_tokenize',
            'word_predictions', 'IGNORE_LABEL', 'TaskBatch', 'make_task_batch',
-           'task_batches', 'training_batches', 'padded_length']
+           'task_batches', 'training_batches', 'padded_length', 'write_sample']
