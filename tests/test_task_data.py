@@ -583,3 +583,9 @@ def test_a_sample_is_fixed_rows_of_the_file_in_its_order_under_its_header(tmp_pa
     assert again == first and other != first
     with pytest.raises(ValueError, match='50 rows, fewer than the 51'):
         write_sample(str(source), str(tmp_path / 'd.tsv'), 51)
+    before = source.read_text(encoding='utf-8')
+    (tmp_path / 'link.tsv').symlink_to(source)
+    for target in (source, tmp_path / 'link.tsv'):
+        with pytest.raises(FileExistsError):
+            write_sample(str(source), str(target), 10)
+    assert source.read_text(encoding='utf-8') == before
