@@ -114,3 +114,14 @@ def test_a_killed_study_leaves_no_run_going_on(tmp_path):
         assert not alive, 'the run went on after its study was killed'
     finally:
         study.kill()
+
+
+def test_an_unknown_part_is_refused_in_one_line(tmp_path):
+    """--only with a part the study has not: one line naming it and the parts, no file."""
+    out = tmp_path / 'study.json'
+    done = subprocess.run([sys.executable, STUDY, '--only', 'sst2,probes', '--out', str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        '--only sst2,probes: no part probes (parts: pretraining, sst2, probe)']
+    assert not out.exists()

@@ -320,20 +320,21 @@ def sst2_part(model, sst2, scratch, quick, jobs=1):
 
 
 def read_sst2(path):
-    """(sentences, labels) of an SST-2 file in GLUE's layout."""
-    with open(path, encoding='utf-8') as f:
-        rows = [line.rstrip('\n').rsplit('\t', 1) for line in f.readlines()[1:]]
-    return [sentence for sentence, _ in rows], [int(label) for _, label in rows]
+    """(sentences, labels) of an SST-2 file (`d2lbert.data.tasks.read_glue`)."""
+    from d2lbert.data.tasks import read_glue
+    examples = read_glue('sst2', path).examples
+    return [example.text for example in examples], [example.label for example in examples]
 
 
 def mean_encodings(net, vocab, sentences):
-    """(sentences, hidden): each sentence's encodings by `net`, averaged over its
-    tokens (<cls> and <sep> left out), as `finetune --pooling mean` reads them."""
+    """(sentences, hidden): the mean of each sentence's encodings by `net`, over all
+    of `<cls> sentence <sep>`, as `finetune --pooling mean` reads them
+    (`model.classifier.mean_of_valid`) before its pooler."""
     from d2lbert.data.tasks.encoding import tokenizer_for
     from d2lbert.interop import get_bert_encoding
     import numpy as np
     tokenize = tokenizer_for(vocab)
-    return np.stack([get_bert_encoding(net, vocab, tokenize(s))[0, 1:-1].mean(axis=0)
+    return np.stack([get_bert_encoding(net, vocab, tokenize(s))[0].mean(axis=0)
                      .asnumpy() for s in sentences])
 
 
@@ -479,6 +480,10 @@ def main(argv=None):
     check_results_file('transfer_study', args.out,
                        {'--wikitext': args.wikitext, '--sst2': args.sst2, '--model': args.model})
     parts = args.only.split(',')
+    unknown = [part for part in parts if part not in PARTS]
+    if unknown:
+        raise SystemExit(f'--only {args.only}: no part {", ".join(unknown)} (parts: '
+                         f'{", ".join(PARTS)})')
     results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
                'command': 'python chapter_bert/tools/transfer_study.py ' + ' '.join(
                    sys.argv[1:] if argv is None else argv),
