@@ -125,3 +125,17 @@ def test_an_unknown_part_is_refused_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         '--only sst2,probes: no part probes (parts: pretraining, sst2, probe)']
     assert not out.exists()
+
+
+@pytest.mark.skipif(not os.path.isdir(SST2), reason='the shared SST-2 data are absent')
+def test_a_model_that_is_not_there_is_refused_in_one_line(tmp_path):
+    """--only probe --model with nothing there: one line naming --model, no file."""
+    out = tmp_path / 'study.json'
+    done = subprocess.run([sys.executable, STUDY, '--only', 'probe', '--model',
+                           str(tmp_path / 'none'), '--sst2', SST2, '--out', str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if 'Warning' not in line]
+    assert len(errors) == 1 and errors[0].startswith(f'--model {tmp_path / "none"}: '), errors
+    assert not out.exists()

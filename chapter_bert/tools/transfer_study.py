@@ -360,6 +360,10 @@ def probe_part(model, sst2, scratch, quick):
     from d2lbert.data.tasks import write_sample
     from d2lbert.interop import load_pretrained
     from d2lbert.run.models import random_model_like
+    try:
+        bert, vocab = load_pretrained(model)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f'--model {model}: {error}') from None
     size = QUICK['sst2_sentences'] if quick else SUBSET
     seeds = QUICK['seeds'] if quick else SEEDS
     train, train_labels = read_sst2(write_sample(
@@ -371,7 +375,6 @@ def probe_part(model, sst2, scratch, quick):
     words = CountVectorizer(binary=True).fit(train)
     results = {'bag_of_words': probe_accuracy(words.transform(train), train_labels,
                                               words.transform(dev), dev_labels)}
-    bert, vocab = load_pretrained(model)
     starts = [('pretrained', bert)] + [(f'random_{seed}', random_model_like(bert, seed))
                                        for seed in seeds]
     for name, net in starts:
