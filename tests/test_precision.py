@@ -260,6 +260,31 @@ def test_fp16_graph_casts_around_the_matrix_products():
     assert {params[name] for name in net.collect_params()} == {onp.float32}
 
 
+@pytest.mark.parametrize('head', ['classifier', 'mean', 'tagger', 'qa'])
+def test_fine_tuning_heads_stay_float32(head):
+    """A fine-tuning model under fp16 (type inference of the hybridized graph, on a
+    CPU): the encoder's six dense layers compute in float16, the task head's layers
+    (output, and the classifiers' pooler) in float32, as the NSP head's do."""
+    from d2lbert import BERTTagger, BERTForQuestionAnswering, MeanPooledClassifier
+    from d2lbert.model import BERTClassifier
+    bert = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
+                                                num_heads=2, num_layers=1))
+    bert.initialize(init.Normal(0.02))
+    net = {'classifier': lambda: BERTClassifier(bert, 3),
+           'mean': lambda: MeanPooledClassifier(bert, 3), 'tagger': lambda: BERTTagger(bert, 5),
+           'qa': lambda: BERTForQuestionAnswering(bert)}[head]()
+    net.output.initialize(init.Normal(0.02))
+    compute_in(net, 'float16')
+    net.hybridize()
+    names = ('tokens', 'segments', 'valid_lens')
+    outputs = net(*[mx.sym.var(name).as_np_ndarray() for name in names])
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    symbol = mx.sym.Group([out.as_nd_ndarray() for out in outputs])
+    types = types_by_operator(symbol, **{name: 'float32' for name in names})
+    head_layers = 2 if head in ('classifier', 'mean') else 1
+    assert types['FullyConnected'] == [onp.float16] * 6 + [onp.float32] * head_layers
+
+
 @needs_bf16
 def test_a_bf16_checkpoint_is_float32_and_resumes_exactly(tmp_path):
     """A bf16 run's checkpoints hold float32 weights; resumed from its checkpoint of

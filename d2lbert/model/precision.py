@@ -10,7 +10,9 @@ ones many times faster, and each number is half the bytes. Softmax, LayerNorm, t
 losses and their sums stay float32: they are cheap, and their sums need float32's
 23-bit mantissa (bfloat16 keeps 7). So does the next-sentence head (its pooler and 2-way
 output, two products of one vector per pair): nothing to gain there, and in bfloat16
-its rounding delayed the default job's NSP learning past step 500 on one seed.
+its rounding delayed the default job's NSP learning past step 500 on one seed. So do
+the fine-tuning models' heads (`TASK_MODELS`: their output layers, a few outputs per
+example or token, and the classifiers' pooler), for the same reason.
 
 `compute_in` leaves the parameters float32 (the "master weights": the optimizer
 updates them, checkpoints save them) and casts around each product instead: its
@@ -27,7 +29,10 @@ import numpy as onp
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention, masked_softmax
+from .classifier import BERTClassifier
 from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
+from .question_answering import BERTForQuestionAnswering
+from .tagger import BERTTagger
 from .transformer import PositionWiseFFN
 
 # MXNet 1.9 names bfloat16 with this NumPy structured type (mxnet.contrib.amp too)
@@ -149,6 +154,11 @@ class ReducedPrecisionMaskLMDecoder(MaskLMDecoder):
                                num_hidden=self.vocab_size, flatten=False)
 
 
+# The fine-tuning models, whose heads (output layer, and pooler) stay float32 like the
+# next-sentence head: a few outputs per example, where the casts would cost more than
+# the reduced type saves.
+TASK_MODELS = (BERTClassifier, BERTTagger, BERTForQuestionAnswering)
+
 REDUCED_PRECISION_BLOCKS = {nn.Dense: ReducedPrecisionDense,
                             PositionWiseFFN: ReducedPrecisionFFN,
                             MultiHeadAttention: ReducedPrecisionAttention,
@@ -180,6 +190,10 @@ def compute_in(net, dtype):
     net.apply(record)
     for block in blocks_of(net, NextSentenceClassifier):
         block.apply(keep_float32)
+    for head in blocks_of(net, TASK_MODELS):
+        for layer in (head.output, getattr(head, 'pooler', None)):
+            if layer is not None:
+                layer.apply(keep_float32)
     net.apply(keep_hidden_reduced)
     return net
 
