@@ -33,6 +33,7 @@ needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason='this CPU has neither avx51
 # A bf16 product keeps 8 significant bits (relative rounding 2^-9 = 0.2%) of each input;
 # sums stay float32. Measured on the 'quick' model: losses within 0.05%, the whole
 # gradient within about 1% (relative L2), the worst single parameter about 6%.
+PRECISION_FLAGS = {dtype: flag for flag, dtype in run_precision.PRECISIONS.items()}
 LOSS_TOLERANCE = 0.01
 GRADIENT_TOLERANCE = 0.05
 PARAMETER_TOLERANCE = 0.2
@@ -48,7 +49,7 @@ def losses_and_gradients(dtype, accelerated):
     if accelerated:
         from d2lbert import fast
         fast.accelerate(net)
-    compute_in(net, dtype)
+    run_precision.use_precision(net, PRECISION_FLAGS[dtype])
     net.collect_params().setattr('grad_req', 'add')
     net.hybridize(static_alloc=True, static_shape=True)
     losses = forward_backward(net, [batch], [mx.cpu()], with_accuracy=False)
@@ -162,6 +163,69 @@ def test_attention_kernel_takes_and_gives_bfloat16():
     onp.testing.assert_allclose(context16, context32, rtol=2 ** -8, atol=1e-6)
     onp.testing.assert_allclose(dqkv16, dqkv32, rtol=2 ** -8, atol=1e-6)
     assert not onp.array_equal(context16, context32)  # rounded to bfloat16 on the way
+
+
+@needs_bf16
+def test_add_layer_norm_takes_a_bfloat16_branch():
+    """`d2lbert_add_layer_norm` with the sublayer's output z in bfloat16: y, dx and the
+    parameters' gradients are the float32 kernel's on the same numbers (z exactly
+    representable), dz is bfloat16, that float32 dz rounded (within 2^-8 relative)."""
+    from d2lbert.fast import kernels
+    assert kernels.available()
+    rng = onp.random.default_rng(7)
+    x = mx.np.array(rng.normal(0, 1, (5, 7, 16)), dtype='float32')
+    z, = cast('float32', *cast(BFLOAT16, mx.np.array(rng.normal(0, 1, (5, 7, 16)),
+                                                      dtype='float32')))
+    gamma = mx.np.array(rng.normal(1, 0.3, 16), dtype='float32')
+    beta = mx.np.array(rng.normal(0, 0.3, 16), dtype='float32')
+    dy = mx.np.array(rng.normal(0, 1, (5, 7, 16)), dtype='float32')
+    not_training = mx.np.ones((1,), dtype='float32')
+
+    def run(dtype):
+        inputs = [x.copy(), z.copy(), gamma.copy(), beta.copy()]
+        for array in inputs:
+            array.attach_grad()
+        with mx.autograd.record():
+            branch, = cast(dtype, inputs[1])
+            y = mx.nd.d2lbert_add_layer_norm(
+                *kernels.as_legacy(inputs[0], branch, inputs[2], inputs[3], not_training),
+                eps=1e-5, dropout=0.0)[0].as_np_ndarray()
+        y.backward(dy)
+        return [y.asnumpy()] + [a.grad.asnumpy() for a in inputs], branch.dtype
+
+    (y32, dx32, dz32, dg32, db32), _ = run('float32')
+    (y16, dx16, dz16, dg16, db16), branch_type = run(BFLOAT16)
+    assert branch_type == BFLOAT16
+    for ours, reference in ((y16, y32), (dx16, dx32), (dg16, dg32), (db16, db32)):
+        onp.testing.assert_allclose(ours, reference, rtol=1e-6, atol=1e-6)
+    onp.testing.assert_allclose(dz16, dz32, rtol=2 ** -8, atol=1e-30)
+    assert not onp.array_equal(dz16, dz32)  # rounded to bfloat16 on the way
+
+
+def test_the_fast_add_norms_take_the_sublayers_bfloat16_outputs():
+    """`--precision bf16` on the fast path: each encoder block's attention output
+    layer and FFN output layer keep their bfloat16 product for the block's add & norm
+    kernel (no cast between them); float32 and the book's blocks keep their casts."""
+    from d2lbert import fast
+    from d2lbert.fast.layer_norm import FusedAddNorm
+
+    def blocks(accelerated, precision):
+        net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
+                                                   num_heads=2, num_layers=2))
+        if accelerated:
+            fast.accelerate(net)
+        run_precision.use_precision(net, precision)
+        return net.encoder.blocks
+
+    for block in blocks(True, 'bf16'):
+        assert isinstance(block.norm1, FusedAddNorm) and block.norm1.takes_reduced
+        assert block.norm2.takes_reduced
+        assert not block.attention.output.casts_output and not block.ffn.dense2.casts_output
+    for accelerated, precision in ((True, 'fp32'), (False, 'bf16'), (True, 'fp16')):
+        for block in blocks(accelerated, precision):
+            assert not getattr(block.norm1, 'takes_reduced', False)
+            assert getattr(block.attention.output, 'casts_output', True)
+            assert getattr(block.ffn.dense2, 'casts_output', True)
 
 
 @needs_bf16

@@ -2,6 +2,9 @@
 from mxnet.gluon import nn
 
 from ..model.add_norm import AddNorm
+from ..model.precision import (COMPUTE_DTYPES, ReducedPrecisionDense, blocks_of, cast,
+                               compute_dtype)
+from ..model.transformer import TransformerEncoderBlock
 from . import kernels
 
 
@@ -21,12 +24,36 @@ class FusedLayerNorm(nn.LayerNorm):
 class FusedAddNorm(AddNorm):
     """`AddNorm` (same parameters, same results) on the `d2lbert_add_layer_norm` kernel:
     the dropout, the sum and the normalization in one pass over the rows (MXNet: three
-    operators forward, three backward)."""
+    operators forward, three backward).
+
+    Y, the sublayer's output, may be bfloat16 (`takes_reduced`, set by
+    `keep_residual_branches_reduced`): the kernel reads it as it is and forms the sum
+    in float32; where the kernel can't run, Y is cast to float32 first."""
+    takes_reduced = False
+
     def hybrid_forward(self, F, X, Y, gamma, beta):
         if not kernels.usable(self.gamma):
+            if self.takes_reduced:
+                Y, = cast('float32', Y)
             return super().hybrid_forward(F, X, Y, gamma, beta)
         training = kernels.training_flag(F, gamma)
         X, Y, gamma, beta = (F.identity(a) for a in kernels.as_legacy(X, Y, gamma, beta))
         Z = F.d2lbert_add_layer_norm(X, Y, gamma, beta, training.as_nd_ndarray(),
                                      eps=self._epsilon, dropout=self.dropout_rate)[0]
         return Z.as_np_ndarray()
+
+
+def keep_residual_branches_reduced(net):
+    """Under bfloat16, have each encoder block's two sublayers (attention, FFN) hand
+    their output layer's bfloat16 product to the block's `FusedAddNorm` as it is: the
+    cast of a (tokens, num_hiddens) array fewer after each sublayer, and of its
+    gradient before. Call after `model.precision.compute_in`; returns net."""
+    for block in blocks_of(net, TransformerEncoderBlock):
+        if compute_dtype(block) != COMPUTE_DTYPES['bfloat16']:
+            continue
+        for dense, norm in ((block.attention.output, block.norm1),
+                            (block.ffn.dense2, block.norm2)):
+            if isinstance(dense, ReducedPrecisionDense) and isinstance(norm, FusedAddNorm):
+                dense.casts_output = False
+                norm.takes_reduced = True
+    return net

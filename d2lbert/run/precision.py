@@ -12,6 +12,7 @@ smallest numbers are far larger than bfloat16's, so small gradients would underf
 """
 import mxnet as mx
 
+from ..fast.layer_norm import keep_residual_branches_reduced
 from ..model.precision import compute_in
 from .errors import RunError
 
@@ -78,8 +79,10 @@ def gpu_capability(device):
 
 def use_precision(net, precision):
     """Have `net`'s matrix products compute in `precision`; its parameters stay
-    float32 (`d2lbert.model.precision.compute_in`). Returns net."""
-    return compute_in(net, PRECISIONS[precision])
+    float32 (`d2lbert.model.precision.compute_in`); on the fast path the encoder
+    blocks' add & norm take their sublayers' bfloat16 outputs as they are
+    (`fast.layer_norm.keep_residual_branches_reduced`). Returns net."""
+    return keep_residual_branches_reduced(compute_in(net, PRECISIONS[precision]))
 
 
 def needs_loss_scaling(precision):

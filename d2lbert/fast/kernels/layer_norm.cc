@@ -10,6 +10,9 @@
 //       -> (y, mean, rstd, seed)
 //     y = LayerNorm(x + dropout(z)); x, z, y: (..., H); seed: (2,) int32, the dropout
 //     mask's seed (common.h), from which backward rebuilds the mask and x + dropout(z)
+//     z may be bfloat16 (--precision bf16: the sublayer's output as oneDNN wrote it);
+//     dz is then bfloat16 too, the rest float32: the sum is formed in float32, and
+//     the sublayer's output is never cast on its own.
 //
 // Backward, with xhat = (x - mean) * rstd and g = dy * gamma (per row, means over H):
 //     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
@@ -94,17 +97,59 @@ void normalize_row_backward(const float* dy, const float* s, float mean, float r
 }
 
 // s = x + z * mask for one row (mask: 1 / (1 - p) or 0 while training, else 1)
-void add_dropped(const Dropout& dropout, int64_t row, const float* x, const float* z,
+template <typename T>
+void add_dropped(const Dropout& dropout, int64_t row, const float* x, const T* z,
                  int64_t H, float* mask, float* s) {
   if (dropout.active()) {
     dropout.row_mask(row, static_cast<int>(H), mask);
-    for (int64_t j = 0; j < H; ++j) s[j] = x[j] + z[j] * mask[j];
+    for (int64_t j = 0; j < H; ++j) s[j] = x[j] + to_float(z[j]) * mask[j];
   } else {
-    for (int64_t j = 0; j < H; ++j) s[j] = x[j] + z[j];
+    for (int64_t j = 0; j < H; ++j) s[j] = x[j] + to_float(z[j]);
   }
 }
 
 int64_t rows_of(const MXTensor& x) { return x.size() / x.shape.back(); }
+
+// add & norm forward with z of type T (float or Bfloat16)
+template <typename T>
+void add_layer_norm_rows(const Dropout& dropout, const float* x, const T* z,
+                         const float* gamma, const float* beta, int64_t H, int64_t rows,
+                         float eps, float* y, float* mean, float* rstd) {
+#pragma omp parallel
+  {
+    std::vector<float> mask(H), s(H);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      add_dropped(dropout, r, x + r * H, z + r * H, H, mask.data(), s.data());
+      normalize_row(s.data(), gamma, beta, H, eps, y + r * H, mean + r, rstd + r);
+    }
+  }
+}
+
+// add & norm backward with z and dz of type T (float or Bfloat16)
+template <typename T>
+void add_layer_norm_rows_backward(const Dropout& dropout, const float* dy, const float* x,
+                                  const T* z, const float* gamma, const float* mean,
+                                  const float* rstd, int64_t H, int64_t rows, float* dx,
+                                  T* dz, ParameterGradients* partial) {
+#pragma omp parallel
+  {
+    std::vector<float> mask(H), s(H), xhat(H), g(H);
+#pragma omp for schedule(static)
+    for (int64_t block = 0; block < partial->blocks(); ++block) {
+      for (int64_t r = block * kBlockRows; r < std::min(rows, (block + 1) * kBlockRows); ++r) {
+        add_dropped(dropout, r, x + r * H, z + r * H, H, mask.data(), s.data());
+        float* dxr = dx + r * H;
+        normalize_row_backward(dy + r * H, s.data(), mean[r], rstd[r], gamma, H,
+                               xhat.data(), g.data(), partial->dgamma(block),
+                               partial->dbeta(block), dxr);
+        T* dzr = dz + r * H;
+        for (int64_t j = 0; j < H; ++j)
+          dzr[j] = from_float<T>(dropout.active() ? dxr[j] * mask[j] : dxr[j]);
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -156,7 +201,6 @@ MXReturnValue layer_norm_backward(const Attributes& attrs, std::vector<MXTensor>
 MXReturnValue add_layer_norm_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,
                                      std::vector<MXTensor>* outputs, const OpResource& res) {
   const float* x = (*inputs)[0].data<float>();
-  const float* z = (*inputs)[1].data<float>();
   const float* gamma = (*inputs)[2].data<float>();
   const float* beta = (*inputs)[3].data<float>();
   Dropout dropout = dropout_of(attrs, (*inputs)[4]);
@@ -166,15 +210,13 @@ MXReturnValue add_layer_norm_forward(const Attributes& attrs, std::vector<MXTens
   float* rstd = (*outputs)[2].data<float>();
   const int64_t H = (*inputs)[0].shape.back(), rows = rows_of((*inputs)[0]);
   const float eps = float_attribute(attrs, "eps", 1e-5f);
-#pragma omp parallel
-  {
-    std::vector<float> mask(H), s(H);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      add_dropped(dropout, r, x + r * H, z + r * H, H, mask.data(), s.data());
-      normalize_row(s.data(), gamma, beta, H, eps, y + r * H, mean + r, rstd + r);
-    }
-  }
+  const void* z = (*inputs)[1].data_ptr;
+  if ((*inputs)[1].dtype == kBfloat16)
+    add_layer_norm_rows(dropout, x, static_cast<const Bfloat16*>(z), gamma, beta, H, rows,
+                        eps, y, mean, rstd);
+  else
+    add_layer_norm_rows(dropout, x, static_cast<const float*>(z), gamma, beta, H, rows, eps,
+                        y, mean, rstd);
   return MX_SUCCESS;
 }
 
@@ -184,36 +226,23 @@ MXReturnValue add_layer_norm_backward(const Attributes& attrs, std::vector<MXTen
                                       std::vector<MXTensor>* outputs, const OpResource& res) {
   const float* dy = (*inputs)[0].data<float>();
   const float* x = (*inputs)[4].data<float>();
-  const float* z = (*inputs)[5].data<float>();
   const float* gamma = (*inputs)[6].data<float>();
   const float* mean = (*inputs)[10].data<float>();
   const float* rstd = (*inputs)[11].data<float>();
   const Dropout dropout = saved_dropout(attrs, (*inputs)[8], (*inputs)[12]);
   float* dx = (*outputs)[0].data<float>();
-  float* dz = (*outputs)[1].data<float>();
   (*outputs)[4].data<float>()[0] = 0.f;
   const int64_t H = (*inputs)[4].shape.back(), rows = rows_of((*inputs)[4]);
   ParameterGradients partial(H, rows);
-#pragma omp parallel
-  {
-    std::vector<float> mask(H), s(H), xhat(H), g(H);
-#pragma omp for schedule(static)
-    for (int64_t block = 0; block < partial.blocks(); ++block) {
-      for (int64_t r = block * kBlockRows; r < std::min(rows, (block + 1) * kBlockRows); ++r) {
-        add_dropped(dropout, r, x + r * H, z + r * H, H, mask.data(), s.data());
-        float* dxr = dx + r * H;
-        normalize_row_backward(dy + r * H, s.data(), mean[r], rstd[r], gamma, H,
-                               xhat.data(), g.data(), partial.dgamma(block),
-                               partial.dbeta(block), dxr);
-        float* dzr = dz + r * H;
-        if (dropout.active()) {
-          for (int64_t j = 0; j < H; ++j) dzr[j] = dxr[j] * mask[j];
-        } else {
-          std::copy(dxr, dxr + H, dzr);
-        }
-      }
-    }
-  }
+  const void* z = (*inputs)[5].data_ptr;
+  void* dz = (*outputs)[1].data_ptr;
+  if ((*inputs)[5].dtype == kBfloat16)
+    add_layer_norm_rows_backward(dropout, dy, x, static_cast<const Bfloat16*>(z), gamma,
+                                 mean, rstd, H, rows, dx, static_cast<Bfloat16*>(dz),
+                                 &partial);
+  else
+    add_layer_norm_rows_backward(dropout, dy, x, static_cast<const float*>(z), gamma, mean,
+                                 rstd, H, rows, dx, static_cast<float*>(dz), &partial);
   partial.write((*outputs)[2].data<float>(), (*outputs)[3].data<float>());
   return MX_SUCCESS;
 }
@@ -227,7 +256,10 @@ MXReturnValue layer_norm_infer_type(const Attributes& attrs, std::vector<int>* i
 
 MXReturnValue add_layer_norm_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                         std::vector<int>* out_types) {
-  if (check_types("d2lbert_add_layer_norm", *in_types) != MX_SUCCESS) return MX_FAIL;
+  // z may be bfloat16 (its gradient is then bfloat16 too)
+  std::vector<int> as_float32 = *in_types;
+  if (as_float32[1] == kBfloat16) as_float32[1] = kFloat32;
+  if (check_types("d2lbert_add_layer_norm", as_float32) != MX_SUCCESS) return MX_FAIL;
   (*out_types) = {kFloat32, kFloat32, kFloat32, kInt32};
   return MX_SUCCESS;
 }
