@@ -132,10 +132,15 @@ def test_the_attention_projection_is_never_cast(onednn_log):
 
 
 @needs_bf16
-def test_attention_kernel_takes_and_gives_bfloat16():
+@pytest.mark.parametrize('seq_len, hidden, valid', [(6, 8, [6, 3]), (77, 128, [77, 57])],
+                         ids=['tiny', 'several-tiles'])
+def test_attention_kernel_takes_and_gives_bfloat16(seq_len, hidden, valid):
     """`d2lbert_attention` on a bfloat16 projection (two padded examples, one
-    shorter): the context, and the projection's gradient from a bfloat16 context
-    gradient, are the float32 kernel's on the same numbers, rounded to bfloat16."""
+    shorter; 'several-tiles': more queries and keys than one tile of the products,
+    head size 64): the context, and the projection's gradient from a bfloat16 context
+    gradient, are the float32 kernel's on the same numbers, rounded to bfloat16 (the
+    bfloat16 dot products of s Q K^T and dC V^T sum in float32 as the float32 kernel
+    does)."""
     from d2lbert.fast import kernels
     assert kernels.available()
     rng = onp.random.default_rng(5)
@@ -143,8 +148,8 @@ def test_attention_kernel_takes_and_gives_bfloat16():
     def representable(*shape):
         return cast('float32', *cast(BFLOAT16, mx.np.array(rng.normal(0, 1, shape),
                                                            dtype='float32')))[0]
-    qkv, dcontext = representable(2, 6, 3 * 8), representable(2, 6, 8)
-    valid_lens = mx.np.array([6, 3], dtype='int32')
+    qkv, dcontext = representable(2, seq_len, 3 * hidden), representable(2, seq_len, hidden)
+    valid_lens = mx.np.array(valid, dtype='int32')
     not_training = mx.np.ones((1,), dtype='float32')
 
     def run(dtype):

@@ -22,8 +22,9 @@ rebuilding MXNet. d2lbert's, each forward and backward:
   pass (no backward: they run outside autograd).
 
 `d2lbert_attention` and `d2lbert_log_sum_exp` also take (and give) bfloat16 under
-`--precision bf16`, computing in float32 inside, and `d2lbert_add_layer_norm` takes its
-sublayer's output (and gives its gradient) so; MXNet 1.9's extension API does not
+`--precision bf16`, computing in float32 inside (the attention's products of two
+bfloat16 operands on the CPU's bfloat16 dot products), and `d2lbert_add_layer_norm`
+takes its sublayer's output (and gives its gradient) so; MXNet 1.9's extension API does not
 name bfloat16, so the library is built with a copy of its `lib_api.cc` that lets it
 through (`LIB_API_BFLOAT16`).
 

@@ -36,7 +36,10 @@
 // context and dqkv (and dcontext) are then bfloat16 too, and each example's rows are
 // converted to float32 into the thread's scratch memory before its heads are computed
 // in float32 (and back after): no cast of the whole arrays before and after the
-// kernel, and qkv is kept for the backward pass in half the bytes.
+// kernel, and qkv is kept for the backward pass in half the bytes. The two products
+// whose operands are both bfloat16 already, s Q K^T (twice: forward, and recomputed
+// backward) and dC V^T, run on the CPU's bfloat16 dot products instead (gemm.h's
+// gemm_bf16_nt, avx512_bf16): the same products of the same numbers, summed in float32.
 #include <omp.h>
 
 #include "common.h"
@@ -85,16 +88,27 @@ class Layout {
 
 // Head j of example b: where its queries, keys and values are in the example's rows
 // of qkv (`rows`, row stride ld = 3H), and which rows of the outputs are its.
+//
+// With bfloat16 qkv, `raw` is the example's rows as they are (bfloat16 words): the
+// products of two bfloat16 operands with the sum over d (s Q K^T, dC V^T) then run on
+// bfloat16 dot products (gemm.h's gemm_bf16_nt) instead of the rows' float32 copies.
 struct Head {
   const float *q, *k, *v;
+  const uint16_t *qb = nullptr, *kb = nullptr, *vb = nullptr;  // bfloat16 rows, or null
   int64_t j, first_row;  // the example's first query
   int queries, keys, d, ld;
-  Head(const Layout& layout, const float* rows, int64_t b, int64_t j)
+  Head(const Layout& layout, const float* rows, int64_t b, int64_t j,
+       const uint16_t* raw = nullptr)
       : j(j), first_row(layout.first_row(b)), queries(layout.queries(b)),
         keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())) {
     q = rows + j * 3 * d;
     k = q + d;
     v = q + 2 * d;
+    if (raw != nullptr && kHasBf16Dot && d % 2 == 0) {
+      qb = raw + j * 3 * d;
+      kb = qb + d;
+      vb = qb + 2 * d;
+    }
   }
   // Its first query's row in the dropout mask, (rows * heads) rows: row r of qkv has
   // mask rows r * heads + j, so a query's mask depends on its own row only, not on
@@ -110,13 +124,14 @@ struct Head {
 struct Scratch {
   std::vector<float> keys_t, values_t, probs, weights, mask, dscores, gemm;
   std::vector<float> qkv_rows, dqkv_rows, context_rows;
+  std::vector<uint32_t> pairs;  // gemm_bf16_nt's
   Scratch(int queries, int d, int64_t hidden = 0)
       : keys_t(static_cast<size_t>(d) * queries), values_t(keys_t.size()),
         probs(static_cast<size_t>(queries) * queries), weights(probs.size()),
         mask(probs.size()), dscores(probs.size()),
         gemm(gemm_scratch_size(std::max(queries, d))),
         qkv_rows(queries * 3 * hidden), dqkv_rows(qkv_rows.size()),
-        context_rows(queries * hidden) {}
+        context_rows(queries * hidden), pairs(hidden ? bf16_pairs_size(queries, d) : 0) {}
 };
 
 template <typename T>
@@ -133,6 +148,12 @@ const float* as_floats(const Bfloat16* x, int64_t count, std::vector<float>* buf
 #pragma omp simd
   for (int64_t i = 0; i < count; ++i) out[i] = to_float(x[i]);
   return out;
+}
+
+// The bfloat16 words of x, or null for float32 x
+const uint16_t* bfloat16_words(const float* x) { return nullptr; }
+const uint16_t* bfloat16_words(const Bfloat16* x) {
+  return reinterpret_cast<const uint16_t*>(x);
 }
 
 // Where to compute float32 results that go to x: x itself, or `buffer` (then `store`)
@@ -162,10 +183,15 @@ void prefetch_rows(const T* first, int64_t rows, int64_t width, int64_t ld, bool
 
 // scratch->probs = s Q K^T, (queries, keys), row stride keys
 void scaled_scores(const Head& h, Scratch* scratch) {
+  const float s = 1.f / std::sqrt(static_cast<float>(h.d));
+  if (h.kb != nullptr) {
+    gemm_bf16_nt(h.queries, h.keys, h.d, s, h.qb, h.ld, h.kb, h.ld, scratch->probs.data(),
+                 h.keys, scratch->pairs.data());
+    return;
+  }
   transpose(h.k, h.keys, h.d, h.ld, scratch->keys_t.data());
-  gemm(h.queries, h.keys, h.d, 1.f / std::sqrt(static_cast<float>(h.d)), {h.q, h.ld, 1},
-       scratch->keys_t.data(), h.keys, scratch->probs.data(), h.keys, false,
-       scratch->gemm.data());
+  gemm(h.queries, h.keys, h.d, s, {h.q, h.ld, 1}, scratch->keys_t.data(), h.keys,
+       scratch->probs.data(), h.keys, false, scratch->gemm.data());
 }
 
 // Softmax of each row in place; each row's log-sum-exp into lse.
@@ -253,9 +279,10 @@ void softmax_backward(float* dz, const float* probs, const float* mask, int rows
 }
 
 // Head h backward: its columns of the example's rows of dqkv, from theirs of dcontext
+// (and of its bfloat16 words `dcontext_raw`, with a bfloat16 Head, else null)
 void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
-                   const float* dcontext_rows, const float* lse, float* dqkv_rows,
-                   Scratch* scratch) {
+                   const float* dcontext_rows, const uint16_t* dcontext_raw, const float* lse,
+                   float* dqkv_rows, Scratch* scratch) {
   const int64_t H = layout.hidden();
   const int n = h.keys;
   float* dq = dqkv_rows + h.j * 3 * h.d;
@@ -278,9 +305,14 @@ void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
   }
   float* dz = scratch->dscores.data();  // dW, then dZ: (queries, n)
   float* gemm_scratch = scratch->gemm.data();
-  transpose(h.v, n, h.d, h.ld, scratch->values_t.data());
-  gemm(h.queries, n, h.d, 1.f, {dc, H, 1}, scratch->values_t.data(), n, dz, n, false,
-       gemm_scratch);                                                       // dW = dC V^T
+  if (h.vb != nullptr) {                                                    // dW = dC V^T
+    gemm_bf16_nt(h.queries, n, h.d, 1.f, dcontext_raw + h.j * h.d, H, h.vb, h.ld, dz, n,
+                 scratch->pairs.data());
+  } else {
+    transpose(h.v, n, h.d, h.ld, scratch->values_t.data());
+    gemm(h.queries, n, h.d, 1.f, {dc, H, 1}, scratch->values_t.data(), n, dz, n, false,
+         gemm_scratch);
+  }
   gemm(n, h.d, h.queries, 1.f, {w, 1, n}, dc, H, dv, h.ld, false, gemm_scratch);  // W^T dC
   softmax_backward(dz, probs, dropout.active() ? scratch->mask.data() : nullptr, h.queries, n);
   const float s = 1.f / std::sqrt(static_cast<float>(h.d));
@@ -315,8 +347,10 @@ void forward(const Layout& layout, const T* qkv, const Dropout& dropout, T* cont
       const int64_t first = layout.first_row(b), queries = layout.queries(b);
       const float* rows = as_floats(qkv + first * 3 * H, queries * 3 * H, &scratch.qkv_rows);
       float* context_rows = float_rows(context + first * H, &scratch.context_rows);
+      const uint16_t* raw = bfloat16_words(qkv + first * 3 * H);
       for (int64_t j = 0; j < layout.heads(); ++j)
-        head_forward(layout, Head(layout, rows, b, j), dropout, context_rows, lse, &scratch);
+        head_forward(layout, Head(layout, rows, b, j, raw), dropout, context_rows, lse,
+                     &scratch);
       store(context_rows, queries * H, context + first * H);
     }
   }
@@ -345,9 +379,11 @@ void backward(const Layout& layout, const T* qkv, const T* dcontext, const float
       const float* dcontext_rows = as_floats(dcontext + first * H, queries * H,
                                              &scratch.context_rows);
       float* dqkv_rows = float_rows(dqkv + first * 3 * H, &scratch.dqkv_rows);
+      const uint16_t* raw = bfloat16_words(qkv + first * 3 * H);
+      const uint16_t* dcontext_raw = bfloat16_words(dcontext + first * H);
       for (int64_t j = 0; j < layout.heads(); ++j)
-        head_backward(layout, Head(layout, rows, b, j), dropout, dcontext_rows, lse,
-                      dqkv_rows, &scratch);
+        head_backward(layout, Head(layout, rows, b, j, raw), dropout, dcontext_rows,
+                      dcontext_raw, lse, dqkv_rows, &scratch);
       store(dqkv_rows, queries * 3 * H, dqkv + first * 3 * H);
     }
   }

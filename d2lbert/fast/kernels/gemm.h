@@ -7,10 +7,14 @@
 // a tile of MR x 2V outputs (V floats per vector register) stays in registers while
 // it sums over k, each step one broadcast element of A per row times two vectors of
 // B's row. The compiler turns GCC's vector types into the CPU's vector instructions
-// (-march=native).
+// (-march=native). On a CPU with avx512_bf16, `gemm_bf16_nt` multiplies bfloat16 rows
+// with the CPU's bfloat16 dot products.
 #pragma once
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace d2lbert {
@@ -104,6 +108,78 @@ inline void gemm(int m, int n, int k, float alpha, Matrix A, const float* B, lon
     }
   }
 }
+
+#if defined(__AVX512BF16__)
+// bfloat16 dot products (CPUs with avx512_bf16): C[m x n] = alpha * A[m x k] B[n x k]^T,
+// A and B bfloat16 rows with k contiguous (raw 16-bit words, row strides lda and ldb),
+// k even, C float32. vdpbf16ps multiplies pairs of bfloat16 numbers and adds both
+// products to a float32 sum: twice the products of a float32 FMA per instruction. B's
+// rows are first copied into `pairs` as (k / 2) rows of n pairs (32-bit words, zero
+// beyond n; bf16_pairs_size(n, k) of them), so that a vector holds pair p of 16 rows
+// of B; each row of A gives its pair p as a broadcast.
+constexpr bool kHasBf16Dot = true;
+inline size_t bf16_pairs_size(int n, int k) {
+  return static_cast<size_t>(k / 2) * ((n + kTileColumns - 1) / kTileColumns * kTileColumns);
+}
+
+template <int R>
+inline void bf16_tile(int k2, float alpha, const uint16_t* A, long lda, const uint32_t* pairs,
+                      long ldp, float* C, long ldc, int columns) {
+  __m512 c0[R], c1[R];
+  for (int i = 0; i < R; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int p = 0; p < k2; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(pairs + p * ldp);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(pairs + p * ldp + 16);
+    for (int i = 0; i < R; ++i) {
+      uint32_t pair;
+      std::memcpy(&pair, A + i * lda + 2 * p, sizeof pair);
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+      c0[i] = _mm512_dpbf16_ps(c0[i], a, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], a, b1);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(alpha);
+  const __mmask16 m0 = columns >= 16 ? 0xFFFF : (1u << columns) - 1;
+  const __mmask16 m1 = columns >= 32 ? 0xFFFF : columns <= 16 ? 0 : (1u << (columns - 16)) - 1;
+  for (int i = 0; i < R; ++i) {
+    _mm512_mask_storeu_ps(C + i * ldc, m0, _mm512_mul_ps(c0[i], scale));
+    _mm512_mask_storeu_ps(C + i * ldc + 16, m1, _mm512_mul_ps(c1[i], scale));
+  }
+}
+
+template <int R = kTileRows>
+inline void bf16_tile_rows(int rows, int k2, float alpha, const uint16_t* A, long lda,
+                           const uint32_t* pairs, long ldp, float* C, long ldc, int columns) {
+  if constexpr (R > 0) {
+    if (rows == R)
+      bf16_tile<R>(k2, alpha, A, lda, pairs, ldp, C, ldc, columns);
+    else
+      bf16_tile_rows<R - 1>(rows, k2, alpha, A, lda, pairs, ldp, C, ldc, columns);
+  }
+}
+
+inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, long lda,
+                         const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs) {
+  const int k2 = k / 2;
+  const long ldp = (n + kTileColumns - 1) / kTileColumns * kTileColumns;
+  for (int p = 0; p < k2; ++p) {
+    uint32_t* row = pairs + p * ldp;
+    for (int j = 0; j < n; ++j) std::memcpy(row + j, B + j * ldb + 2 * p, sizeof(uint32_t));
+    std::fill(row + n, row + ldp, 0u);
+  }
+  for (int i = 0; i < m; i += kTileRows) {
+    const int rows = std::min(kTileRows, m - i);
+    for (int j = 0; j < n; j += kTileColumns)
+      bf16_tile_rows(rows, k2, alpha, A + i * lda, lda, pairs + j, ldp, C + i * ldc + j, ldc,
+                     n - j);
+  }
+}
+#else
+constexpr bool kHasBf16Dot = false;
+inline size_t bf16_pairs_size(int n, int k) { return 0; }
+inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, long lda,
+                         const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs) {}
+#endif
 
 // out (columns x rows, row stride rows) = the transpose of in (rows x columns, row
 // stride ld)
