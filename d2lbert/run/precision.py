@@ -12,8 +12,8 @@ smallest numbers are far larger than bfloat16's, so small gradients would underf
 """
 import mxnet as mx
 
-from ..fast.layer_norm import keep_residual_branches_reduced
 from ..model.precision import compute_in
+from .accelerated import loaded_fast
 from .errors import RunError
 
 PRECISIONS = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
@@ -82,7 +82,9 @@ def use_precision(net, precision):
     float32 (`d2lbert.model.precision.compute_in`); on the fast path the encoder
     blocks' add & norm take their sublayers' bfloat16 outputs as they are
     (`fast.layer_norm.keep_residual_branches_reduced`). Returns net."""
-    return keep_residual_branches_reduced(compute_in(net, PRECISIONS[precision]))
+    compute_in(net, PRECISIONS[precision])
+    fast = loaded_fast()  # only a model that something accelerated has FusedAddNorms
+    return net if fast is None else fast.layer_norm.keep_residual_branches_reduced(net)
 
 
 def needs_loss_scaling(precision):
