@@ -46,10 +46,12 @@ class FusedMultiHeadAttention(MultiHeadAttention):
 
     def interleaved_projection(self, F, weights, biases):
         """The Q/K/V weights as one (3 * num_hiddens, num_hiddens) matrix and biases
-        (3 * num_hiddens,), rows interleaved per head."""
+        (3 * num_hiddens,), rows interleaved per head: each split into its heads' rows,
+        then head j's rows of Q, K and V side by side (one concatenation, whose backward
+        is one split; no transpose)."""
         heads, hiddens = self.num_heads, self.num_hiddens
-        weight = F.np.stack(weights).reshape(3, heads, hiddens // heads, hiddens)
-        weight = weight.transpose(1, 0, 2, 3).reshape(3 * hiddens, hiddens)
-        bias = F.np.stack(biases).reshape(3, heads, hiddens // heads)
-        bias = bias.transpose(1, 0, 2).reshape(3 * hiddens)
-        return weight, bias
+        weight = F.np.concatenate([w.reshape(heads, hiddens // heads, hiddens)
+                                   for w in weights], axis=1)
+        bias = F.np.concatenate([b.reshape(heads, hiddens // heads) for b in biases],
+                                axis=1)
+        return weight.reshape(3 * hiddens, hiddens), bias.reshape(3 * hiddens)
