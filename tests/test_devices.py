@@ -11,6 +11,7 @@ import sys
 import warnings
 
 import mxnet as mx
+import numpy as onp
 import pytest
 
 import d2lbert
@@ -136,3 +137,21 @@ def test_default_num_threads_respects_cpu_affinity():
     """In a container limited to some cores, the affinity mask counts, not the host's
     total core count."""
     assert d2lbert.util.threads.default_num_threads() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize('ctx', [mx.cpu(0), mx.cpu(1)])
+def test_to_device_gives_the_hosts_values_on_the_device_from_a_private_copy(ctx):
+    """`to_device` is `np.array(host, ctx=ctx)` (values, dtype, device) without the wait
+    on the engine: the device array is backed by a copy, so the caller's array stays
+    writable and changing it later changes nothing on the device."""
+    base = onp.arange(24, dtype=onp.int32).reshape(6, 4)
+    for host in (base, base[1:5], base[:, 1:3], base.astype(onp.float32)):
+        expected = host.copy()
+        on_device = devices.to_device(host, ctx)
+        assert isinstance(on_device, mx.np.ndarray) and on_device.ctx == ctx
+        assert on_device.dtype == host.dtype and on_device.shape == host.shape
+        assert host.flags.writeable
+        host[...] = -1
+        onp.testing.assert_array_equal(on_device.asnumpy(), expected)
+        host[...] = expected
+

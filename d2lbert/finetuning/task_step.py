@@ -10,13 +10,13 @@ the whole batch's mean loss however many devices share it; the update is
 from mxnet import autograd, np
 
 from ..util.checks import skip_value_checks
+from ..run.devices import to_device
 from ..run.step import split_batch
 
 
 def device_arrays(batch, ctx):
     """The arrays of a host `TaskBatch` (labels None: no labels) on ctx."""
-    return [None if array is None else np.array(array, dtype=array.dtype, ctx=ctx)
-            for array in batch]
+    return [None if array is None else to_device(array, ctx) for array in batch]
 
 
 def task_forward_backward(net, batch, ctxs, loss_scale=1.0):

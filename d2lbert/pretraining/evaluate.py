@@ -5,6 +5,7 @@ import numpy as onp
 from mxnet import np
 
 from ..data.subwords import continuation_ids
+from ..run.devices import to_device
 from ..run.step import shard_losses
 
 
@@ -52,7 +53,7 @@ def evaluate(net, data_iter, ctx, max_batches=None):
 
 def masked_predictions(net, batch, ctx):
     """int NumPy (batch_size, num_preds): the model's token at every prediction slot."""
-    inputs = [np.array(batch[i], dtype='int32', ctx=ctx) for i in range(4)]
+    inputs = [to_device(batch[i].astype(onp.int32), ctx) for i in range(4)]
     _, _, mlm_logits = net(*inputs)
     return np.argmax(mlm_logits, axis=-1).asnumpy().astype(onp.int64)
 

@@ -4,6 +4,8 @@ import subprocess
 import warnings
 
 import mxnet as mx
+import numpy as onp
+from mxnet.ndarray import from_numpy
 
 from ..util.options import check_text
 
@@ -54,6 +56,20 @@ def usable_gpu_ids():
         else:
             usable.append(i)
     return usable
+
+
+def to_device(array, ctx):
+    """A host NumPy array as an `mxnet.np` array on ctx, without waiting for the engine.
+
+    `np.array(array, ctx=ctx)` copies through MXNet's engine and waits for the copy,
+    which the engine runs after the operators queued before it: a step's inputs then
+    wait for the whole previous step (its backward pass and update) before the step
+    can be queued, and the engine idles while Python sets it up (3 ms of a 37 ms
+    fine-tuning step on a 2-core CPU). Here a private copy of the array is wrapped as
+    it is (`from_numpy`, no engine operator) and moved to ctx by an asynchronous copy
+    when ctx is not that memory's device."""
+    wrapped = from_numpy(onp.array(array, order='C'), array_cls=mx.np.ndarray)
+    return wrapped.as_in_ctx(ctx)
 
 
 def try_gpu(i=0):

@@ -14,6 +14,7 @@ from mxnet import autograd, np
 
 from ..util.checks import skip_value_checks
 from .accelerated import is_fast_model, is_fused_optimizer
+from .devices import to_device
 
 
 def split_batch(batch, num_parts):
@@ -68,13 +69,13 @@ def shard_losses(net, shard, ctx, with_accuracy):
     """`net.pretraining_loss` of a host `PretrainingBatch` copied to ctx. A model on
     the fast path (`d2lbert.fast`) also gets the batch's packing indices, computed on
     the host with the batch: the step never copies from the device."""
-    arrays = [np.array(array, dtype=array.dtype, ctx=ctx) for array in shard]
+    arrays = [to_device(array, ctx) for array in shard]
     options = {'with_accuracy': with_accuracy}
     if is_fast_model(net):
         token_index = shard.token_index()
         if token_index is not None:
-            options['token_index'] = np.array(token_index, dtype='int32', ctx=ctx)
-            options['slot_index'] = np.array(shard.slot_index(), dtype='int32', ctx=ctx)
+            options['token_index'] = to_device(token_index, ctx)
+            options['slot_index'] = to_device(shard.slot_index(), ctx)
     with skip_value_checks():  # the data pipeline's batches are valid
         return net.pretraining_loss(*arrays, **options)
 
