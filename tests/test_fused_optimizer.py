@@ -163,19 +163,24 @@ def test_global_norm_is_the_float64_norm():
     assert abs(scale - 1.0 / norm) <= 1e-6 / norm
 
 
+@pytest.mark.parametrize('name', ['adam', 'bertadam'])
 @pytest.mark.parametrize('first,second', [(True, False), (False, True)])
-def test_trainer_states_load_across_fused_and_plain(tmp_path, first, second):
-    """A checkpoint of either variant resumes in the other with the same result."""
+def test_trainer_states_load_across_fused_and_plain(tmp_path, name, first, second):
+    """A checkpoint of either variant resumes in the other with the same result, keeping
+    the resuming optimizer's class and how many parameters its update takes at once
+    (aggregate_num, which the trainer's `Updater` was set up for)."""
     ctxs = [mx.cpu()]
-    net, trainer = train('bertadam', first, ctxs, clip=1.0, steps=2)
+    net, trainer = train(name, first, ctxs, clip=1.0, steps=2)
     trainer.save_states(str(tmp_path / 'trainer.states'))
     net.save_parameters(str(tmp_path / 'model.params'))
     resumed = small_net(ctxs, seed=1)
     resumed.load_parameters(str(tmp_path / 'model.params'), ctx=ctxs)
-    resumed_trainer = trainer_of(resumed, 'bertadam', second)
+    resumed_trainer = trainer_of(resumed, name, second)
+    aggregate_num = resumed_trainer.optimizer.aggregate_num
     load_trainer_states(resumed_trainer, str(tmp_path / 'trainer.states'))
-    assert type(resumed_trainer.optimizer) is (fast.FusedBERTAdam if second else
-                                                mx.optimizer.Optimizer.opt_registry['bertadam'])
+    assert type(resumed_trainer.optimizer) is (FUSED[name] if second else
+                                                mx.optimizer.Optimizer.opt_registry[name])
+    assert resumed_trainer.optimizer.aggregate_num == aggregate_num
     for model, opt in ((net, trainer), (resumed, resumed_trainer)):
         add_gradients(model, ctxs, 7, size=1.0)
         optimizer_step(model, opt, clip=1.0)

@@ -1,4 +1,5 @@
-"""Adam and BERTAdam whose step is one pass over each parameter (`kernels/adam.cc`).
+"""Adam and BERTAdam whose step is one pass over each parameter, all parameters in
+one operator (`kernels/adam.cc`).
 
 MXNet's optimizers update one parameter at a time after the gradients were clipped,
 and the training loop then zeroes the gradients: five passes over every gradient
@@ -6,7 +7,8 @@ and the training loop then zeroes the gradients: five passes over every gradient
 benchmark that was 40% of the step, mostly on the 30522 x 256 token embedding. Here
 the global norm is one read of the gradients (`d2lbert_sum_squares`) and the update
 applies the clipping factor, updates weight and moments and zeroes the gradient in
-one pass (`d2lbert_adam_update`). Same algorithm, same states and hyper-parameters
+one pass (`d2lbert_adam_update`), for every parameter of a device in one call (the
+optimizer's aggregate_num). Same algorithm, same states and hyper-parameters
 as the classes they extend, so a checkpoint's trainer states load into either.
 
     optimizer.clip_on_update(grads_by_device, max_norm)   # or max_norm=None
@@ -18,6 +20,9 @@ import mxnet as mx
 from gluonnlp.optimizer import BERTAdam
 
 from . import kernels
+
+# aggregate_num: how many parameters `mx.optimizer.Updater` hands the optimizer at once
+ALL_PARAMETERS = 2 ** 31 - 1
 
 
 class FusedUpdate:
@@ -43,25 +48,34 @@ class FusedUpdate:
             norms.append(norm)
         return norms
 
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.aggregate_num = ALL_PARAMETERS
+
     def update(self, index, weight, grad, state):
-        self._update_count(index)
-        lr, wd = self._get_lr(index), self._get_wd(index)
-        if self.bias_correction:
-            t = self._index_update_count[index]
-            lr *= math.sqrt(1. - self.beta2 ** t) / (1. - self.beta1 ** t)
-        arrays = [array.as_nd_ndarray() for array in (weight, grad, *state)]
-        mx.nd.d2lbert_adam_update(*arrays, self.clip_scale_on(arrays[0].context),
-                                  rescale=self.rescale_grad, lr=lr, wd=wd, beta1=self.beta1,
-                                  beta2=self.beta2, epsilon=self.epsilon,
-                                  decoupled=int(self.decoupled))
+        self.update_multi_precision(index, weight, grad, state)
 
     def update_multi_precision(self, index, weight, grad, state):
-        """What `mx.optimizer.Updater` calls: one parameter, or a group of them (lists)
-        when the optimizer aggregates (BERTAdam's aggregate_num)."""
+        """What `mx.optimizer.Updater` calls: one parameter, or (aggregate_num) all of a
+        device's parameters as lists, updated by one `d2lbert_adam_update`."""
         if not isinstance(index, (tuple, list)):
             index, weight, grad, state = [index], [weight], [grad], [state]
-        for one in zip(index, weight, grad, state):
-            self.update(*one)
+        rates, decays = [], []
+        for i in index:
+            self._update_count(i)
+            lr = self._get_lr(i)
+            if self.bias_correction:
+                t = self._index_update_count[i]
+                lr *= math.sqrt(1. - self.beta2 ** t) / (1. - self.beta1 ** t)
+            rates.append(lr)
+            decays.append(self._get_wd(i))
+        arrays = [array.as_nd_ndarray() for one in zip(weight, grad, state)
+                  for array in (one[0], one[1], *one[2])]
+        mx.nd.d2lbert_adam_update(*arrays, self.clip_scale_on(arrays[0].context),
+                                  num_params=len(index), lr=numbers(rates),
+                                  wd=numbers(decays), rescale=self.rescale_grad,
+                                  beta1=self.beta1, beta2=self.beta2, epsilon=self.epsilon,
+                                  decoupled=int(self.decoupled))
 
     def clip_scale_on(self, ctx):
         scales = self.clip_scales or {}
@@ -84,6 +98,11 @@ class FusedBERTAdam(FusedUpdate, BERTAdam):
     """GluonNLP's `BERTAdam` (decoupled weight decay, no bias correction)."""
     decoupled = True
     bias_correction = False
+
+
+def numbers(values):
+    """Numbers as an operator attribute: comma-separated, each as Python writes it."""
+    return ','.join(repr(float(value)) for value in values)
 
 
 FUSED_OPTIMIZERS = {'adam': FusedAdam, 'bertadam': FusedBERTAdam}

@@ -44,11 +44,14 @@ def load_trainer_states(trainer, path):
 
     The file holds the optimizer it was saved with, fused or not (`make_trainer`):
     both have the same states and settings, so the run goes on with the class it
-    chose itself (a run on the book's model can resume a fast run's checkpoint).
+    chose itself (a run on the book's model can resume a fast run's checkpoint), and
+    with its aggregate_num (how many parameters each update call takes), which its
+    `Updater` was set up for.
     """
-    chosen = type(trainer.optimizer)
+    chosen, aggregate_num = type(trainer.optimizer), trainer.optimizer.aggregate_num
     trainer.load_states(path)
     trainer.optimizer.__class__ = chosen
+    trainer.optimizer.aggregate_num = aggregate_num
 
 
 def learning_rate(step, base_lr, warmup_steps, total_steps):

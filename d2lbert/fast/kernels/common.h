@@ -27,6 +27,20 @@ inline int int_attribute(const Attributes& attrs, const char* name, int fallback
   return it == attrs.end() ? fallback : std::stoi(it->second);
 }
 
+// A comma-separated list of numbers ("0.1,0.2"); empty if the attribute is missing.
+inline std::vector<float> float_list_attribute(const Attributes& attrs, const char* name) {
+  std::vector<float> values;
+  auto it = attrs.find(name);
+  if (it == attrs.end()) return values;
+  size_t start = 0;
+  while (start <= it->second.size()) {
+    const size_t comma = std::min(it->second.find(',', start), it->second.size());
+    values.push_back(std::stof(it->second.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return values;
+}
+
 // An operator's parse_attrs: it always has `Inputs` inputs and `Outputs` outputs.
 template <int Inputs, int Outputs>
 MXReturnValue fixed_arity(const Attributes& attrs, int* num_inputs, int* num_outputs) {
