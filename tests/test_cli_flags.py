@@ -44,6 +44,7 @@ BAD_FLAGS = [
     (['convert', '--to-hf', '.', '--out', ''], '--out', "''"),
     *[(['bench', flag, value], flag, value) for flag, value in [
         ('--steps', '0'), ('--steps', '-1'), ('--steps', 'abc'),
+        ('--finetune-steps', '0'), ('--finetune-steps', 'many'),
         ('--rounds', '0'), ('--rounds', 'two'),
         ('--threads', '0'), ('--threads', '-1'), ('--threads', 'two'),
         ('--configs', 'huge'), ('--configs', ''), ('--configs', 'book,'),

@@ -87,6 +87,10 @@ class BenchOptions(Options):
         shown_default='book,small,finetune,squad')
     steps: int = option(10, 'timed steps per implementation and size', integer(1),
                         shown_default='10; --quick: 2')
+    finetune_steps: int = option(
+        40, 'timed sentence-pair fine-tuning steps per implementation (each about a '
+        'tenth of a pretraining step, so more of them for as steady a time)', integer(1),
+        shown_default='40; --quick: 2')
     rounds: int = option(2, 'rounds the pretraining steps are split into (fine-tuning: '
                          'each round times the same steps), the '
                          'implementations in turn and in reverse order every second '
@@ -118,7 +122,8 @@ class BenchOptions(Options):
     @classmethod
     def quick_options(cls, **overrides):
         """Tiny sizes for the test suite: checks the harness, not the speed."""
-        values = dict(configs=('quick', FINETUNE, SQUAD), steps=2, warmup=1, e2e_steps=2,
+        values = dict(configs=('quick', FINETUNE, SQUAD), steps=2, finetune_steps=2,
+                      warmup=1, e2e_steps=2,
                       e2e_batch_size=16, e2e_max_len=32, e2e_config='quick',
                       finetune_config='quick', quick=True)
         return cls(**{**values, **overrides})
@@ -177,7 +182,8 @@ def bench_finetune(options, log=print, line=FINETUNE):
     of the interleaved rounds (`rounds.py`), each round in a fresh process; transformers
     (PyTorch's CPU build) only on the CPU."""
     name = options.finetune_config
-    config, _, timed = finetune_examples(line, name, options.steps, options.warmup)
+    steps = options.finetune_steps if line == FINETUNE else options.steps
+    config, _, timed = finetune_examples(line, name, steps, options.warmup)
     runs = {'config': config.to_dict(), 'pairs': len(timed),
             'mean_pair_tokens': sum(pair.valid_len for pair in timed) / len(timed)}
     implementations = [i for i in FINETUNE_MODULES[line] if i in options.only]
@@ -188,7 +194,7 @@ def bench_finetune(options, log=print, line=FINETUNE):
     runs.update(run_in_rounds(
         rows, lambda impl, precision: {
             'kind': 'finetune', 'line': line, 'impl': impl, 'config_name': name,
-            'steps': options.steps, 'warmup': options.warmup, 'device': options.device,
+            'steps': steps, 'warmup': options.warmup, 'device': options.device,
             'precision': precision},
         options, log, f'fine-tuning ({line}): {name}'))
     return {name: runs}
