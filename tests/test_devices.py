@@ -154,4 +154,7 @@ def test_to_device_gives_the_hosts_values_on_the_device_from_a_private_copy(ctx)
         host[...] = -1
         onp.testing.assert_array_equal(on_device.asnumpy(), expected)
         host[...] = expected
+    as_int64 = devices.to_device(base.astype(onp.float32), ctx, dtype=onp.int64)
+    assert as_int64.dtype == onp.int64
+    onp.testing.assert_array_equal(as_int64.asnumpy(), base)
 

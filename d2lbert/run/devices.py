@@ -58,8 +58,9 @@ def usable_gpu_ids():
     return usable
 
 
-def to_device(array, ctx):
-    """A host NumPy array as an `mxnet.np` array on ctx, without waiting for the engine.
+def to_device(array, ctx, dtype=None):
+    """A host NumPy array (as `dtype` if given) as an `mxnet.np` array on ctx, without
+    waiting for the engine.
 
     `np.array(array, ctx=ctx)` copies through MXNet's engine and waits for the copy,
     which the engine runs after the operators queued before it: a step's inputs then
@@ -68,7 +69,7 @@ def to_device(array, ctx):
     fine-tuning step on a 2-core CPU). Here a private copy of the array is wrapped as
     it is (`from_numpy`, no engine operator) and moved to ctx by an asynchronous copy
     when ctx is not that memory's device."""
-    wrapped = from_numpy(onp.array(array, order='C'), array_cls=mx.np.ndarray)
+    wrapped = from_numpy(onp.array(array, dtype=dtype, order='C'), array_cls=mx.np.ndarray)
     return wrapped.as_in_ctx(ctx)
 
 
