@@ -290,6 +290,35 @@ sys.exit(143)
     assert os.listdir(out / 'checkpoints') == []
 
 
+@pytest.mark.filterwarnings('ignore::pytest.PytestUnraisableExceptionWarning')
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops(sig):
+    """Python prints and ignores an exception raised in a finalizer (`__del__`, as when
+    an MXNet array is freed): a signal arriving there must still stop the command, at
+    the loop's next step (`raise_if_stopped`) or at the end of the block."""
+    from d2lbert.run.signals import Stopped, raise_if_stopped, stop_on_sigterm
+
+    class SignalledWhileFreed:
+        def __del__(self):
+            os.kill(os.getpid(), sig)  # its handler runs here; the exception is lost
+
+    went_on = []
+    with pytest.raises(Stopped) as stopped:
+        with stop_on_sigterm():
+            freed = SignalledWhileFreed()
+            del freed
+            went_on.append('after the lost exception')
+            raise_if_stopped()
+            went_on.append('after raise_if_stopped')
+    assert stopped.value.signum == sig
+    assert went_on == ['after the lost exception']
+    with pytest.raises(Stopped):  # no step checked: the block's end does
+        with stop_on_sigterm():
+            freed = SignalledWhileFreed()
+            del freed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_a_run_with_one_line_and_no_lock(sig, workspace, tmp_path):
     out = tmp_path / 'run'

@@ -44,6 +44,7 @@ from mxnet import np, npx
 from .errors import TrainingDiverged
 from .folder import due
 from .metrics import IntervalMeans
+from .signals import raise_if_stopped
 from .optimizer import learning_rate
 from .step import optimizer_step
 from . import checkpoint as ckpt
@@ -283,6 +284,7 @@ class TrainingLoop:
         losses = IntervalMeans(recipe.loss_names)
         examples, tic, step = 0, time.time(), start_step
         for step in self.schedule.steps(start_step):
+            raise_if_stopped()
             batches = recipe.step_batches(step)
             self.trainer.set_learning_rate(self.schedule.learning_rate(step))
             log_now, evaluate_now, save_now = self.cadence.at(

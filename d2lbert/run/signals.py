@@ -8,33 +8,53 @@ import threading
 
 
 class Stopped(KeyboardInterrupt):
-    """The process received SIGTERM (a `KeyboardInterrupt`, so that whatever cleans up
-    after Ctrl-C cleans up after it too)."""
+    """The process received SIGTERM or Ctrl-C (a `KeyboardInterrupt`, so that whatever
+    cleans up after Ctrl-C cleans up after it too)."""
 
     def __init__(self, signum):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
 
+# The signals received within `stop_on_sigterm`'s block, in order.
+received = []
+
+
 def raise_stopped(signum, frame):
     signal.signal(signum, signal.SIG_IGN)  # a second one must not interrupt the cleanup
+    received.append(signum)
     raise Stopped(signum)
+
+
+def raise_if_stopped():
+    """Raise `Stopped` for a signal received within `stop_on_sigterm`'s block whose
+    exception was lost: Python prints and ignores an exception raised while it runs a
+    finalizer (`__del__`: an MXNet array freed, say), and the command would go on as if
+    no signal had come. The training loop calls this at every step."""
+    if received:
+        raise Stopped(received[0])
 
 
 @contextlib.contextmanager
 def stop_on_sigterm(then_ignore=False):
-    """Within the block, SIGTERM raises `Stopped` (in the main thread only: elsewhere
-    Python can't install a handler, and the default stays). then_ignore: the process
-    ends after the block (the `d2lbert` program), so SIGTERM and Ctrl-C are ignored
-    from then on: the command is done, its outputs in place, and a signal while Python
-    and MXNet shut down must not turn its success into a kill."""
+    """Within the block, SIGTERM raises `Stopped`, and so does Ctrl-C (SIGINT) unless
+    the process ignores it (a background job), both recorded for `raise_if_stopped`
+    (in the main thread only: elsewhere Python can't install a handler, and the
+    defaults stay). then_ignore: the process ends after the block (the `d2lbert`
+    program), so SIGTERM and Ctrl-C are ignored from then on: the command is done, its
+    outputs in place, and a signal while Python and MXNet shut down must not turn its
+    success into a kill."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, raise_stopped)
+    received.clear()
+    previous_term = signal.signal(signal.SIGTERM, raise_stopped)
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, raise_stopped)
     try:
         yield
+        raise_if_stopped()
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN if then_ignore else previous)
-        if then_ignore:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if then_ignore else previous_term)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if then_ignore else previous_int)
