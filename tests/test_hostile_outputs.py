@@ -290,9 +290,18 @@ sys.exit(143)
     assert os.listdir(out / 'checkpoints') == []
 
 
+@pytest.fixture
+def ctrl_c_not_ignored():
+    """SIGINT raising KeyboardInterrupt, as in a terminal, for the test (a background
+    job, as pytest may be, ignores it)."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
+
+
 @pytest.mark.filterwarnings('ignore::pytest.PytestUnraisableExceptionWarning')
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops(sig):
+def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops(sig, ctrl_c_not_ignored):
     """Python prints and ignores an exception raised in a finalizer (`__del__`, as when
     an MXNet array is freed): a signal arriving there must still stop the command, at
     the loop's next step (`raise_if_stopped`) or at the end of the block."""
