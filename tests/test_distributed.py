@@ -415,7 +415,7 @@ def test_horovod_job_equals_one_process(runs):
     """The same 2-worker job under horovodrun (skipped where Horovod isn't built). Horovod
     is not imported here: loaded in this process, it would crash d2lbert's kernels."""
     if importlib.util.find_spec('horovod') is None or shutil.which('horovodrun') is None:
-        pytest.skip('Horovod is not installed')
+        pytest.skip('Horovod is not installed (.ci/run builds it: see the README)')
     out, marker = str(runs['folder'] / 'horovod'), str(runs['folder'])
     try:
         done = subprocess.run(
