@@ -227,6 +227,13 @@ def test_horovod_outside_horovodrun_is_refused(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_the_horovod_install_hint_is_the_command_ci_runs():
+    """The message for a missing Horovod gives the build command CI runs (and tests)."""
+    from d2lbert.pretraining.distributed import HOROVOD_INSTALL
+    with open(os.path.join(os.path.dirname(THIS_FILE), '..', '.ci', 'run')) as f:
+        assert HOROVOD_INSTALL in f.read().splitlines()
+
+
 # ---------------------------------------------------------------- supervision
 
 def test_a_failing_worker_stops_the_job(tmp_path):
