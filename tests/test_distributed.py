@@ -369,6 +369,15 @@ def test_a_tethered_process_stops_when_the_launcher_goes_silent_or_away(tmp_path
         assert seconds < 1 and err == ''
 
 
+def test_a_command_missing_on_a_host_is_one_line(tmp_path):
+    from d2lbert.launch.job import TETHER
+    done = subprocess.run([sys.executable, '-I', TETHER, '2', 'no-such-program', '--flag'],
+                          input='', capture_output=True, text=True, timeout=60,
+                          env=job_env(DMLC_NODE_HOST='10.0.0.2'))
+    assert done.returncode == 127 and done.stderr == (
+        'd2lbert launch: cannot run no-such-program on 10.0.0.2: No such file or directory\n')
+
+
 # ---------------------------------------------------------------- real jobs
 
 def pretrain_command(out, config, *extra):

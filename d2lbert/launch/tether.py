@@ -17,6 +17,7 @@ parameter server), and uses the standard library only.
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,9 +41,15 @@ def stop(child):
 
 
 def tether(seconds, command):
-    """Run command; returns its exit code, or 1 after stopping it when stdin stays
-    silent for seconds or ends."""
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+    """Run command; returns its exit code (127 if it can't start), or 1 after stopping
+    it when stdin stays silent for seconds or ends."""
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as error:  # e.g. not on this host's PATH
+        host = os.environ.get('DMLC_NODE_HOST', socket.gethostname())
+        print(f'd2lbert launch: cannot run {command[0]} on {host}: {error.strerror}',
+              file=sys.stderr, flush=True)
+        return 127
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     heard = time.monotonic()
