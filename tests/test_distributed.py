@@ -227,6 +227,13 @@ def test_horovod_outside_horovodrun_is_refused(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_the_horovod_install_hint_is_the_command_ci_runs():
+    """The message for a missing Horovod gives the build command CI runs (and tests)."""
+    from d2lbert.pretraining.distributed import HOROVOD_INSTALL
+    with open(os.path.join(os.path.dirname(THIS_FILE), '..', '.ci', 'run')) as f:
+        assert HOROVOD_INSTALL in f.read().splitlines()
+
+
 # ---------------------------------------------------------------- supervision
 
 def test_a_failing_worker_stops_the_job(tmp_path):
@@ -263,6 +270,7 @@ FAKE_SSH = '''#!/bin/bash
 echo "$@" >> "$FAKE_SSH_LOG"
 while [ $# -gt 1 ]; do case "$1" in -o|-p) shift 2;; -*) shift;; *) break;; esac; done
 if [ "$1" = unreachable.invalid ]; then echo "ssh: Could not resolve hostname" >&2; exit 255; fi
+if [ "$1" = bare.invalid ]; then exit 1; fi  # a host without this folder or Python
 exec bash -c "$2"
 '''
 
@@ -300,19 +308,74 @@ def test_hosts_run_servers_and_workers_by_ssh(tmp_path, fake_ssh):
     assert all(s['DMLC_PS_ROOT_URI'] == '127.0.0.1' and s['DMLC_NUM_WORKER'] == '3'
                and s['DMLC_NUM_SERVER'] == '2' and s['OMP_NUM_THREADS'] == '1'
                and s['cwd'] == os.getcwd() for s in seen)
-    ssh_calls = (tmp_path / 'ssh.log').read_text().splitlines()
-    assert len(ssh_calls) == 5 and sum('-p 2222 localhost' in c for c in ssh_calls) == 2
+    ssh_calls = (tmp_path / 'ssh.log').read_text().splitlines()  # a check per host first
+    assert len(ssh_calls) == 2 + 5 and sum('-p 2222 localhost' in c for c in ssh_calls) == 3
+    assert all('test -x' in call for call in ssh_calls[:2])
     assert all('BatchMode=yes' in call and 'ConnectTimeout=10' in call for call in ssh_calls)
 
 
-def test_an_unreachable_host_stops_the_job(tmp_path, fake_ssh):
+def test_an_unreachable_host_stops_the_job_before_it_starts(tmp_path, fake_ssh):
+    """Every host is checked first: one that ssh can't reach is named in one line,
+    with ssh's reason, and no process is started."""
     (tmp_path / 'hosts.txt').write_text('127.0.0.1\nunreachable.invalid\n')
     code, err, seconds = launch_here(str(tmp_path), sleeper(tmp_path), num_workers=2,
                                      hosts_file=str(tmp_path / 'hosts.txt'),
                                      host_ip='127.0.0.1')
     assert code == 255 and seconds < BOUND, err
-    assert re.search(r'(server|worker) 1 \(pid \d+ on unreachable.invalid\) exited with code '
-                     r'255 \(ssh: host unreachable or refused\?\); stopping the job', err), err
+    assert err == ('d2lbert launch: cannot reach host unreachable.invalid by ssh: ssh: Could '
+                   'not resolve hostname; the job did not start\n')
+
+
+def test_a_host_without_this_python_stops_the_job_before_it_starts(tmp_path, fake_ssh):
+    (tmp_path / 'hosts.txt').write_text('127.0.0.1\nbare.invalid\n')
+    code, err, _ = launch_here(str(tmp_path), sleeper(tmp_path), num_workers=2,
+                               hosts_file=str(tmp_path / 'hosts.txt'), host_ip='127.0.0.1')
+    assert code == 255 and err == (
+        f'd2lbert launch: host bare.invalid has no folder {os.getcwd()} or no '
+        f'{sys.executable}: every host needs this folder and this Python environment at '
+        'the same paths (e.g. a shared file system); the job did not start\n')
+
+
+@pytest.mark.parametrize('launcher_goes', ['silent', 'away'])
+def test_a_tethered_process_stops_when_the_launcher_goes_silent_or_away(tmp_path,
+                                                                       launcher_goes):
+    """tether.py (what runs a process on another host) stops its command when no byte
+    came on its input for the given seconds (a cut link), or at once when the input
+    ends (the launcher stopped ssh)."""
+    from d2lbert.launch.job import TETHER
+    tether = subprocess.Popen([sys.executable, '-I', TETHER, '2', *sleeper(tmp_path)],
+                              stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=job_env(DMLC_ROLE='server'))
+    try:
+        for _ in range(3):  # heartbeats keep it running
+            time.sleep(1)
+            tether.stdin.write('.')
+            tether.stdin.flush()
+        tic = time.monotonic()
+        assert tether.poll() is None and len(processes_with(str(tmp_path))) == 2
+        if launcher_goes == 'away':
+            tether.stdin.close()
+        assert tether.wait(10) == 1
+        seconds = time.monotonic() - tic
+        assert_nothing_left(str(tmp_path))
+    finally:
+        tether.kill()
+        kill_processes_with(str(tmp_path))
+    err = tether.stderr.read()
+    if launcher_goes == 'silent':
+        assert 2 <= seconds < 4 and err == ('d2lbert launch: no word from the launcher for '
+                                            f'2 s; stopping {sys.executable}\n'), err
+    else:
+        assert seconds < 1 and err == ''
+
+
+def test_a_command_missing_on_a_host_is_one_line(tmp_path):
+    from d2lbert.launch.job import TETHER
+    done = subprocess.run([sys.executable, '-I', TETHER, '2', 'no-such-program', '--flag'],
+                          input='', capture_output=True, text=True, timeout=60,
+                          env=job_env(DMLC_NODE_HOST='10.0.0.2'))
+    assert done.returncode == 127 and done.stderr == (
+        'd2lbert launch: cannot run no-such-program on 10.0.0.2: No such file or directory\n')
 
 
 # ---------------------------------------------------------------- real jobs
@@ -368,7 +431,7 @@ def test_horovod_job_equals_one_process(runs):
     """The same 2-worker job under horovodrun (skipped where Horovod isn't built). Horovod
     is not imported here: loaded in this process, it would crash d2lbert's kernels."""
     if importlib.util.find_spec('horovod') is None or shutil.which('horovodrun') is None:
-        pytest.skip('Horovod is not installed')
+        pytest.skip('Horovod is not installed (.ci/run builds it: see the README)')
     out, marker = str(runs['folder'] / 'horovod'), str(runs['folder'])
     try:
         done = subprocess.run(

@@ -5,7 +5,8 @@ parameter server, on this machine or on the machines of a hosts file::
     d2lbert launch -n 2 --hosts hosts.txt -- d2lbert pretrain --kvstore dist_sync ...
 
 :mod:`.job` plans the processes (roles, hosts, environment), :mod:`.hosts` reads the
-hosts file, :mod:`.supervise` runs them and stops them all when one fails.
+hosts file and checks that ssh reaches them, :mod:`.supervise` runs them and stops them
+all when one fails (or a host is lost: :mod:`.tether`).
 
 MXNet's own launcher (`tools/launch.py`, driving the `dmlc_tracker` package) does the
 first two, but fails on Python 3.10+ (`Thread.isAlive`), and its local and ssh modes
@@ -15,10 +16,13 @@ format, the scheduler on the first free port from 9091 on the launching machine,
 servers and workers by ssh in the same folder, its way to find this machine's address)
 and adds the supervision.
 """
+import os
+import sys
+
 from ..util.options import check_int
-from .hosts import Host, HostsFileError, parse_hosts, read_hosts
+from .hosts import Host, HostsFileError, parse_hosts, read_hosts, unreachable
 from .job import Process, plan_job
-from .supervise import run
+from .supervise import run, say
 
 __all__ = ['launch', 'Host', 'HostsFileError', 'parse_hosts', 'read_hosts', 'Process',
            'plan_job', 'run']
@@ -47,4 +51,9 @@ def launch(command, num_workers, num_servers=None, hosts_file=None, host_ip=None
     if host_ip is not None and hosts is None:
         raise ValueError('--host-ip does not apply without --hosts (every process runs '
                          'here, on 127.0.0.1)')
+    if hosts is not None:
+        failure = unreachable(hosts, os.getcwd(), sys.executable)
+        if failure:
+            say(f'{failure}; the job did not start')
+            return 255
     return run(plan_job(command, num_workers, num_servers, hosts, host_ip, port))

@@ -15,21 +15,26 @@ one job must reach each other on any TCP port.
 
 On one machine every process runs on 127.0.0.1. With a hosts file the scheduler runs
 here and server i and worker i on host i (round robin), each started by ssh in the same
-folder as here, like `dmlc_tracker`'s ssh mode.
+folder as here, like `dmlc_tracker`'s ssh mode, under `tether.py` (which ends it when
+the launcher goes silent: a lost host). A command starting with `d2lbert` or `python`
+runs with this Python (`sys.executable`), so it works on hosts whose login PATH lacks
+the virtual environment (which must exist at the same path there).
 """
 import dataclasses
 import os
 import shlex
 import socket
+import sys
+
+from .hosts import ssh_command
 
 LOCAL_HOST = '127.0.0.1'
 FIRST_PORT = 9091  # dmlc_tracker's: the scheduler takes the first free port from here
 # Variables of this shell that the processes on other hosts get too.
 FORWARDED_PREFIXES = ('DMLC_', 'PS_', 'MXNET_', 'D2LBERT_', 'OMP_', 'OPENBLAS_')
-SSH_OPTIONS = ('-o', 'BatchMode=yes',  # never wait for a password
-               '-o', 'ConnectTimeout=10',  # an unreachable host fails in 10 s
-               '-o', 'StrictHostKeyChecking=accept-new',
-               '-tt')  # a terminal: the remote process gets SIGHUP when ssh is stopped
+FORWARDED_NAMES = ('PYTHONPATH',)
+TETHER_SECONDS = 20  # a remote process with no word from the launcher this long stops
+TETHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'tether.py')
 
 
 @dataclasses.dataclass
@@ -42,6 +47,7 @@ class Process:
     host: str
     argv: list
     env: dict = dataclasses.field(repr=False)
+    remote: bool = False
     popen: object = None
 
     @property
@@ -88,19 +94,30 @@ def plan_job(command, num_workers, num_servers, hosts=None, root_uri=None, port=
     return processes
 
 
+def with_this_python(command):
+    """command with a leading `d2lbert` or `python` run by this Python."""
+    if command[0] == 'd2lbert':
+        return [sys.executable, '-m', 'd2lbert', *command[1:]]
+    if command[0] in ('python', 'python3'):
+        return [sys.executable, *command[1:]]
+    return list(command)
+
+
 def local_process(role, index, node_host, command, job_env):
     env = {**os.environ, **job_env, 'DMLC_ROLE': role, 'DMLC_NODE_HOST': node_host}
-    return Process(role, index, node_host, list(command), env)
+    return Process(role, index, node_host, with_this_python(command), env)
 
 
 def remote_process(role, index, host, command, job_env):
-    """A process started on host by ssh, in the same folder as here, with the job's
-    variables and this shell's `FORWARDED_PREFIXES` ones."""
+    """A process started on host by ssh under `tether.py`, in the same folder as here,
+    with the job's variables and this shell's `FORWARDED_PREFIXES` ones."""
     variables = {name: value for name, value in os.environ.items()
-                 if name.startswith(FORWARDED_PREFIXES)}
+                 if name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES}
     variables.update(job_env, DMLC_ROLE=role, DMLC_NODE_HOST=host.name)
+    tethered = [sys.executable, '-I', TETHER, str(TETHER_SECONDS),
+                *with_this_python(command)]
     remote = (f'cd {shlex.quote(os.getcwd())} && exec env '
               + ' '.join(shlex.quote(f'{k}={v}') for k, v in sorted(variables.items()))
-              + ' ' + shlex.join(command))
-    argv = ['ssh', *SSH_OPTIONS, '-p', str(host.ssh_port), host.name, remote]
-    return Process(role, index, host.name, argv, dict(os.environ))
+              + ' ' + shlex.join(tethered))
+    return Process(role, index, host.name, ssh_command(host, remote), dict(os.environ),
+                   remote=True)

@@ -10,8 +10,13 @@ signal to the launcher (Ctrl-C, SIGTERM), stops the job:
 3. one line says which process failed and its exit code; the launcher exits with it.
 
 A process also gets SIGTERM if the launcher itself is killed (Linux's parent-death
-signal). A job ends well when every process has exited with 0; the scheduler and the
-servers exit by themselves once the workers are done, within `FINISH_GRACE` seconds.
+signal). A process on another host runs under `tether.py`, to which the launcher
+writes a byte through ssh every `HEARTBEAT` seconds. When the link to a host is cut,
+ssh hears nothing from there for 15 s and exits with 255, which stops the job, naming
+the host; the processes there, hearing nothing either, stop themselves.
+
+A job ends well when every process has exited with 0; the scheduler and the servers
+exit by themselves once the workers are done, within `FINISH_GRACE` seconds.
 """
 import ctypes
 import os
@@ -21,6 +26,7 @@ import sys
 import time
 
 POLL_SECONDS = 0.1
+HEARTBEAT = 1  # seconds between the bytes to each remote process
 STOP_GRACE = 10
 FINISH_GRACE = 60
 PR_SET_PDEATHSIG = 1
@@ -54,9 +60,11 @@ def describe_exit(process, returncode):
     if returncode < 0:
         return (f'{where} was killed by {signal.Signals(-returncode).name} '
                 f'(exit code {exit_code_of(returncode)})')
-    note = ' (ssh: host unreachable or refused?)' if (
-        returncode == 255 and process.argv[0] == 'ssh') else ''
-    return f'{where} exited with code {returncode}{note}'
+    if returncode == 255 and process.remote:
+        return (f'lost host {process.host}: the ssh of {process.name} (pid '
+                f'{process.popen.pid}) exited with code 255 (no answer, refused or '
+                'broken)')
+    return f'{where} exited with code {returncode}'
 
 
 def die_with_parent():
@@ -66,8 +74,11 @@ def die_with_parent():
 
 
 def start(process, log):
-    process.popen = subprocess.Popen(process.argv, env=process.env, stdin=subprocess.DEVNULL,
+    stdin = subprocess.PIPE if process.remote else subprocess.DEVNULL
+    process.popen = subprocess.Popen(process.argv, env=process.env, stdin=stdin,
                                      start_new_session=True, preexec_fn=die_with_parent)
+    if process.remote:
+        os.set_blocking(process.popen.stdin.fileno(), False)
     log(f'started {process.name} (pid {process.popen.pid}) on {process.host}')
 
 
@@ -89,11 +100,25 @@ def stop(processes, grace=STOP_GRACE):
             return
 
 
+def heartbeat(processes):
+    """A byte to each remote process's ssh (`tether.py` at the other end)."""
+    for process in processes:
+        if process.remote and process.popen.poll() is None:
+            try:
+                process.popen.stdin.write(b'.')
+                process.popen.stdin.flush()
+            except (BlockingIOError, BrokenPipeError):  # ssh stalled or gone: it will say
+                pass
+
+
 def watch(processes, poll=POLL_SECONDS, finish_grace=FINISH_GRACE):
     """Wait until every process has exited with 0; raise `JobFailed` at the first one
     that fails, or if the others outlive the workers by finish_grace seconds."""
-    workers_done_at = None
+    workers_done_at, beaten = None, 0
     while True:
+        if time.monotonic() - beaten >= HEARTBEAT:
+            heartbeat(processes)
+            beaten = time.monotonic()
         running = []
         for process in processes:
             returncode = process.popen.poll()
@@ -115,8 +140,11 @@ def raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
 
-def run(processes, log=lambda text: print(f'd2lbert launch: {text}', file=sys.stderr,
-                                          flush=True)):
+def say(text):
+    print(f'd2lbert launch: {text}', file=sys.stderr, flush=True)
+
+
+def run(processes, log=say):
     """Start the processes, watch them, stop them all at the first failure or signal.
 
     Returns the launcher's exit code: 0 if every process exited with 0.

@@ -34,8 +34,9 @@ DIST_KVSTORES = ('dist_sync', 'dist_device_sync')
 HOROVOD = 'horovod'
 # What horovodrun (or Open MPI's mpirun, or another PMI launcher) sets: the job's size.
 HOROVOD_SIZE_VARIABLES = ('HOROVOD_SIZE', 'OMPI_COMM_WORLD_SIZE', 'PMI_SIZE')
-HOROVOD_INSTALL = ('HOROVOD_WITH_MXNET=1 pip install --no-build-isolation "numpy<1.24" '
-                   'horovod==0.28.1')
+HOROVOD_INSTALL = ('HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 '
+                   'HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 '
+                   'pip install --no-build-isolation horovod==0.28.1')  # .ci/run's
 # What `d2lbert launch` (or MXNet's own launcher) sets in every process of a ps-lite job.
 DMLC_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT', 'DMLC_NUM_SERVER',
                   'DMLC_NUM_WORKER')
