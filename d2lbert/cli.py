@@ -6,7 +6,7 @@ import sys
 
 from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
-from .finetuning.finetune_data import SQUAD_TASKS
+from .finetuning.tasks import TASKS
 from .pretraining.pretrain import PretrainOptions
 from .run.options import Options, choice, integer, option, optional, text
 from .util.options import check_folder, check_output_file, check_text, flag
@@ -78,7 +78,7 @@ def run_finetune(args):
     summary = finetune(options, load_model_flag(options.model))
     best = summary['best'] or {}
     scores = ', '.join(f'{k} {v:.4f}' for k, v in best.items() if k not in ('step', 'split'))
-    out = 'predictions/' if options.task in SQUAD_TASKS else 'predictions.jsonl'
+    out = TASKS[options.task].predictions
     print(f'\nDone. Best model (step {best.get("step")}{": " + scores if scores else ""}) in '
           f'{summary["model"]}/.\nPredict with it:  d2lbert predict --model {summary["out"]} '
           f'--data FILE --out {out}')

@@ -7,7 +7,7 @@ An output folder::
                                `d2lbert predict` reads (without a dev set: the last)
     OUT/checkpoints/step-N/    for --resume (as pretraining's, plus task.json)
     OUT/metrics.jsonl          'train' records (loss, lr, examples/s) and 'dev' records
-    OUT/loss.png               (the task's metrics, see `finetune_data`)
+    OUT/loss.png               (the task's metrics, see `tasks`)
 
 The training loop is the one pretraining runs too (`run.loop`); `Finetuning` gives it
 fine-tuning's data, loss, evaluation and checkpoint state. What is task-specific
@@ -19,7 +19,8 @@ import dataclasses
 import math
 import os
 
-from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
+from ..data.squad import DOC_STRIDE, MAX_QUERY_LEN
+from ..data.tasks.custom import LABEL_TYPES
 from ..run import checkpoint as ckpt
 from ..run.devices import check_devices, check_gpu_ids, training_contexts
 from ..run.errors import RunError
@@ -36,19 +37,22 @@ from ..run.step import seed_step
 from ..run.options import (Options, choice, fraction, integer, number, option, optional,
                            text)
 from ..util.options import flag
-from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES, task_head
 from .labelled_task import read_labelled_task
 from .qa_task import read_qa_task
 from .task_model import (POOLINGS, TASK_FILE, build_task_model, read_task_info,
                          save_task_model)
 from .task_step import task_forward_backward
+from .tasks import TASK_NAMES, TASK_OPTIONS, TASKS, tasks_with
 
 MAX_SEED = 2 ** 32 - 1
 # fp16 needs the dynamic loss scaling that only pretraining's loop has so far
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
-TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
 TASK_DROPOUT = 0.1  # --dropout of the tasks but SQuAD's (which has none)
+# the defaults of the options that apply to some tasks only (`tasks.Task.options`);
+# --pooling's depends on the training data (`labelled_task.default_pooling`)
+TASK_OPTION_DEFAULTS = {'dropout': TASK_DROPOUT, 'label_type': 'class',
+                        'doc_stride': DOC_STRIDE, 'max_query_len': MAX_QUERY_LEN}
 EPOCHS = 3  # --epochs, unless a small training set needs more to make MIN_STEPS steps
 MIN_STEPS = 1000
 # the options --resume must not change
@@ -145,37 +149,25 @@ class FinetuneOptions(Options):
 
     def fill_task_defaults(self):
         """The defaults of the options of this task (the others stay None)."""
-        squad = self.task in SQUAD_TASKS
-        defaults = dict(max_len=MAX_LEN if squad else TASK_MAX_LEN,
-                        doc_stride=DOC_STRIDE if squad else None,
-                        max_query_len=MAX_QUERY_LEN if squad else None,
-                        dropout=None if squad else TASK_DROPOUT,
-                        label_type='class' if self.task == 'csv' else None)
-        for name, default in defaults.items():
-            if getattr(self, name) is None:
+        task = TASKS[self.task]
+        if self.max_len is None:
+            self.max_len = task.max_len
+        for name, default in TASK_OPTION_DEFAULTS.items():
+            if name in task.options and getattr(self, name) is None:
                 setattr(self, name, default)
 
     def check_together(self):
         """--task csv needs --data; a SQuAD window must leave room for the passage; an
         option of other tasks is refused; --cpu and --gpus exclude each other."""
         check_devices(self.cpu, self.gpus)
-        squad = self.task in SQUAD_TASKS
-        for name, applies, tasks in (
-                ('doc_stride', squad, 'squad2 and squad1'),
-                ('max_query_len', squad, 'squad2 and squad1'),
-                ('dropout', not squad, 'the tasks but squad2 and squad1 (whose output '
-                                       'layer has no dropout)'),
-                ('label_type', self.task == 'csv', "csv (another task's labels are "
-                                                   'fixed by the task)'),
-                ('pooling', task_head(self.task) == 'classifier',
-                 'the classification and regression tasks')):
-            if not applies and getattr(self, name) is not None:
+        task = TASKS[self.task]
+        for name in TASK_OPTIONS:
+            if name not in task.options and getattr(self, name) is not None:
                 raise ValueError(f'{flag(name)} does not apply to --task {self.task}, only '
-                                 f'to {tasks}')
-        if self.task == 'csv' and self.data is None:
-            raise ValueError('--task csv needs --data, your training file (.csv, .tsv or '
-                             '.jsonl with text[, text_pair], label columns)')
-        if self.task in SQUAD_TASKS and self.max_len - self.max_query_len - 3 < 1:
+                                 f'to {tasks_with(name)}')
+        if task.reader.needs_data and self.data is None:
+            raise ValueError(f'--task {self.task} needs --data, {task.reader.needs_data}')
+        if 'max_query_len' in task.options and self.max_len - self.max_query_len - 3 < 1:
             raise ValueError(f'--max-query-len {self.max_query_len} leaves no room for the '
                              f'passage in --max-len {self.max_len} tokens (<cls> question '
                              '<sep> passage <sep>)')
@@ -186,7 +178,7 @@ def check_sources(options):
     to download): checked before anything is written."""
     for name in ('data', 'dev'):
         path = getattr(options, name)
-        downloadable = options.task in SQUAD_TASKS and path in SQUAD_FILES
+        downloadable = TASKS[options.task].reader.downloadable(path)
         if path is not None and not os.path.exists(path) and not downloadable:
             raise RunError(f'{flag(name)} {path}: no such file or folder')
 
@@ -204,9 +196,9 @@ def default_lr(config):
 
 def read_task(options, vocab):
     """The task object of the run (see the module doc), its data read and encoded."""
-    if options.task in SQUAD_TASKS:
-        return read_qa_task(options, vocab)
-    return read_labelled_task(options, vocab)
+    task = TASKS[options.task]
+    read = read_qa_task if task.head == 'question_answering' else read_labelled_task
+    return read(task, options, vocab)
 
 
 def resume_state(checkpoint, info, config, vocab, seed):

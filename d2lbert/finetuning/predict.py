@@ -17,9 +17,9 @@ from ..data.tasks import encode_task
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
 from ..run.precision import use_precision
-from .finetune_data import read_task_file_of
 from .task_model import load_task_model
 from .task_predictions import predict_encoded, task_scores_of
+from .tasks import TASKS
 
 DIGITS = 6
 
@@ -47,8 +47,8 @@ def predict(model, data, out, batch_size=64, plain=False, precision='fp32', over
     products in `precision` ('fp32', 'bf16'); returns {'examples': n, 'scores': {...} or
     None}."""
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
-    task_data = read_task_file_of(info.task, data, info.labels,
-                                  'class' if info.labels is not None else 'number')
+    task_data = TASKS[info.task].reader.file(data, info.labels, 'class' if info.labels
+                                              is not None else 'number')
     if not plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
