@@ -81,7 +81,7 @@ def label_probabilities(info, row):
     return {label: round(float(p), DIGITS) for label, p in zip(info.labels, row)}
 
 
-def predict(model, data, out, batch_size=64, plain=False, precision='fp32', overwrite=True):
+def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precision='fp32', overwrite=True):
     """Write the predictions of the model folder `model` for the task file `data` to
     the JSON lines file `out` (replacing a file there only if overwrite), the matrix
     products in `precision` ('fp32', 'bf16'); returns {'examples': n, 'scores': {...} or

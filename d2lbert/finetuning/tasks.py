@@ -95,8 +95,14 @@ TASK_NAMES = tuple(TASKS)
 
 
 def tasks_with(option):
-    """Which tasks an option of `TASK_OPTIONS` applies to, in words."""
+    """Which tasks an option of `TASK_OPTIONS` applies to, in words: 'squad2 and
+    squad1', 'every task but squad2 and squad1'."""
     names = [name for name, task in TASKS.items() if option in task.options]
     if 2 * len(names) <= len(TASKS):
-        return ', '.join(names)
-    return 'every task but ' + ', '.join(name for name in TASKS if name not in names)
+        return in_words(names)
+    return 'every task but ' + in_words([name for name in TASKS if name not in names])
+
+
+def in_words(names):
+    """['a', 'b', 'c'] -> 'a, b and c'."""
+    return ' and '.join(filter(None, [', '.join(names[:-1]), names[-1]]))
