@@ -1,20 +1,16 @@
 """The `d2lbert` command: pretrain, finetune, predict, encode, convert, bench, launch."""
 import argparse
-import dataclasses
 import os
 import sys
 
 from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
-from .finetuning.finetune_data import SQUAD_TASKS
+from .finetuning.predict import PredictOptions
+from .finetuning.tasks import TASKS
+from .interop.convert import ConvertOptions
+from .interop.encode import EncodeOptions, split_pair, tokenize_pair, unknown_words_line
 from .pretraining.pretrain import PretrainOptions
-from .run.options import Options, choice, integer, option, optional, text
-from .util.options import check_folder, check_output_file, check_text, flag
-
-PREDICT_BATCH_SIZE = 64
-
-# inference runs on the CPU, where MXNet has no float16 matrix product
-INFERENCE_PRECISIONS = ('fp32', 'bf16')
+from .util.options import check_folder, check_output_file, check_text
 
 
 def add_pretrain_parser(subparsers):
@@ -78,46 +74,10 @@ def run_finetune(args):
     summary = finetune(options, load_model_flag(options.model))
     best = summary['best'] or {}
     scores = ', '.join(f'{k} {v:.4f}' for k, v in best.items() if k not in ('step', 'split'))
-    out = 'predictions/' if options.task in SQUAD_TASKS else 'predictions.jsonl'
+    out = TASKS[options.task].predictions
     print(f'\nDone. Best model (step {best.get("step")}{": " + scores if scores else ""}) in '
           f'{summary["model"]}/.\nPredict with it:  d2lbert predict --model {summary["out"]} '
           f'--data FILE --out {out}')
-
-
-@dataclasses.dataclass
-class PredictOptions(Options):
-    """The options of `d2lbert predict`, each declared once (`run.options`)."""
-    model: str = option(None, 'a fine-tuning output folder (or its model/ folder)', text(),
-                        required=True)
-    data: str = option(None, "a file in the task's format (SQuAD: its JSON)",
-                       text(optional=True))
-    out: str = option(None, 'the JSON lines file to write (SQuAD: a folder)',
-                      text(optional=True))
-    question: str = option(None, "question answering: one question about --context "
-                           "(printed: the answer, or '' for none)")
-    context: str = option(None, 'question answering: the passage of --question')
-    batch_size: int = option(None, 'examples per batch (with --data)', optional(integer(1)),
-                             shown_default=PREDICT_BATCH_SIZE)
-    overwrite: bool = option(False, 'replace the file --out if it exists (SQuAD: the '
-                             'folder --out, whole) (default: refuse)')
-    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
-                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
-
-    def __post_init__(self):
-        if self.batch_size is None and not self.answers_one_question():
-            self.batch_size = PREDICT_BATCH_SIZE
-        super().__post_init__()
-
-    def answers_one_question(self):
-        return self.question is not None or self.context is not None
-
-    def check_together(self):
-        """--question answers one question: --data's options do not apply."""
-        if self.answers_one_question():
-            for name in ('data', 'out', 'batch_size'):
-                if getattr(self, name) is not None:
-                    raise ValueError(f'{flag(name)} does not apply to --question and '
-                                     '--context (one question): leave it out')
 
 
 def add_predict_parser(subparsers):
@@ -209,52 +169,10 @@ def run_answer(args, info):
               f'{result["best_span"]!r})')
 
 
-@dataclasses.dataclass
-class EncodeOptions(Options):
-    """The options of `d2lbert encode`, each declared once (`run.options`)."""
-    model: str = option(None, "a pretraining output folder, a Hugging Face BERT folder, the "
-                        "book's bert.small or bert.base (name, zip or folder)", text(),
-                        required=True)
-    save: str = option(None, 'save the vectors to this .npy file (.npy added if missing)',
-                       text(optional=True))
-    overwrite: bool = option(False, 'replace the file --save if it exists (default: refuse)')
-    text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
-    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
-                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
-
-
 def add_encode_parser(subparsers):
     parser = subparsers.add_parser('encode', help='encode text with a pretrained model')
     EncodeOptions.add_arguments(parser)
     parser.set_defaults(run=run_encode)
-
-
-def split_pair(text):
-    """'A b ||| c' -> ('A b', 'c'); (text, None) for a single sentence."""
-    first, _, second = text.partition('|||')
-    if not first.split():
-        raise ValueError(f'text must hold a sentence (a pair: "first ||| second"), '
-                         f'got {text!r}')
-    return first.strip(), second.strip() or None
-
-
-def tokenize_pair(vocab, first, second):
-    """The tokens of a sentence (or a pair) as the model's own tokenizer splits them:
-    WordPiece for a WordPiece vocabulary, the book's words otherwise
-    (`data.tasks.tokenizer_for`)."""
-    from .data.tasks.encoding import tokenizer_for
-    tokenize = tokenizer_for(vocab)
-    return tokenize(first), None if second is None else tokenize(second)
-
-
-def unknown_words_line(vocab, words):
-    """How many of `words` the model's vocabulary lacks: they are all encoded as the one
-    unknown-word token, so their vectors say little about them."""
-    unknown = [word for word in words if vocab[word] == vocab.unk_id]
-    line = f"{len(unknown)} of {len(words)} words unknown to the model's vocabulary"
-    if unknown:
-        line += f" (each encoded as the unknown-word token): {' '.join(unknown)}"
-    return line
 
 
 def run_encode(args):
@@ -282,28 +200,6 @@ def run_encode(args):
     else:
         numpy.set_printoptions(precision=4, suppress=True, threshold=64, edgeitems=3)
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
-
-
-@dataclasses.dataclass
-class ConvertOptions(Options):
-    """The options of `d2lbert convert`, each declared once (`run.options`)."""
-    from_hf: str = option(None, 'a Hugging Face BERT folder', text(optional=True),
-                          metavar='DIR')
-    to_hf: str = option(None, 'a d2lbert model folder, checkpoint or run folder (a '
-                        'fine-tuning run: its best model, the one predict uses)',
-                        text(optional=True), metavar='DIR')
-    out: str = option(None, 'the folder to write (new or empty)', text(), required=True)
-    overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
-    allow_pickle: bool = option(False, 'read pytorch_model.bin (unpickling can run code: '
-                                'only for files you trust)')
-
-    def check_together(self):
-        if (self.from_hf is None) == (self.to_hf is None):
-            raise ValueError('give one of --from-hf DIR (to d2lbert) and --to-hf DIR (to '
-                             'Hugging Face)')
-        if self.to_hf is not None and self.allow_pickle:
-            raise ValueError('--allow-pickle does not apply to --to-hf (it reads a d2lbert '
-                             'model, never a pickle), only to --from-hf')
 
 
 def add_convert_parser(subparsers):

@@ -10,7 +10,10 @@ import sys
 import pytest
 
 from d2lbert.bench import BenchOptions
-from d2lbert.cli import ConvertOptions, EncodeOptions, PredictOptions, main, unknown_words_line
+from d2lbert.cli import main
+from d2lbert.finetuning.predict import PredictOptions
+from d2lbert.interop.convert import ConvertOptions
+from d2lbert.interop.encode import EncodeOptions, unknown_words_line
 from d2lbert.finetuning.finetune import FinetuneOptions
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 

@@ -403,3 +403,34 @@ def test_a_classifier_reads_the_mean_of_single_texts_and_cls_of_pairs_by_default
     old = TaskInfo('csv', 'classifier', ('no', 'yes'), 12).to_dict()
     del old['pooling']
     assert TaskInfo.from_dict(old).pooling == 'cls'
+
+
+def test_finetune_trains_with_the_optimizer_asked_for(tiny_model_folder, task_files,
+                                                      tmp_path):
+    """--optimizer (shared with pretraining, `run.training_options`) is the optimizer the
+    run trains with: the checkpoint's trainer states hold a LAMB optimizer."""
+    import pickle
+    out = tmp_path / 'lamb'
+    assert run_cli('finetune', *QUICK, '--epochs', '1', '--optimizer', 'lamb', '--model',
+                   tiny_model_folder, '--data', task_files['pairs_train'],
+                   '--out', str(out)).returncode == 0
+    last = sorted(os.listdir(out / 'checkpoints'))[-1]
+    with open(out / 'checkpoints' / last / 'trainer.states', 'rb') as f:
+        _, optimizer = pickle.load(f)
+    assert isinstance(optimizer, mx.optimizer.LAMB)
+    assert json.loads((out / 'run.json').read_text())['options']['optimizer'] == 'lamb'
+
+
+def test_a_run_recorded_before_an_option_existed_resumes_at_its_default(tmp_path):
+    """A run.json without 'optimizer' (fine-tuning had none: it trained with bertadam)
+    is the same run as --optimizer bertadam, and not as lamb."""
+    from d2lbert.run.errors import RunError
+    from d2lbert.run.folder import check_same_run
+    (tmp_path / 'run.json').write_text(json.dumps(
+        {'command': 'finetune', 'options': {'task': 'csv', 'lr': 0.001}}))
+    defaults = {'optimizer': 'bertadam', 'task': None, 'lr': None}
+    check_same_run(str(tmp_path), 'finetune', {'task': 'csv', 'optimizer': 'bertadam'},
+                   defaults)
+    with pytest.raises(RunError, match=r"--optimizer 'lamb' \(the run has 'bertadam'\)"):
+        check_same_run(str(tmp_path), 'finetune', {'task': 'csv', 'optimizer': 'lamb'},
+                       defaults)

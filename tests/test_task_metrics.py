@@ -7,11 +7,11 @@ import warnings
 import numpy as np
 import pytest
 
-from d2lbert.data.tasks import TASKS
-from d2lbert.finetuning.task_metrics import (TASK_METRICS, accuracy, average_ranks,
+from d2lbert.data.tasks import TASKS as DATA_TASKS
+from d2lbert.finetuning.task_metrics import (METRICS, accuracy, average_ranks,
                                         entity_chunks, entity_f1, entity_precision,
-                                        entity_recall, f1, mcc, pearson, spearman,
-                                        task_scores)
+                                        entity_recall, f1, mcc, pearson, spearman)
+from d2lbert.finetuning.tasks import TASKS
 
 sklearn_metrics = pytest.importorskip('sklearn.metrics')
 stats = pytest.importorskip('scipy.stats')
@@ -171,16 +171,15 @@ def test_entity_input_errors():
 # ----------------------------------------------------------------------------- tasks
 
 def test_every_task_has_metrics():
-    assert set(TASK_METRICS) == set(TASKS)
-    assert TASK_METRICS['cola'] == ('mcc',) and TASK_METRICS['stsb'] == (
+    """Every task of data.tasks is a fine-tuning task, and every labelled task's
+    metrics are metrics of task_metrics (GLUE's choice for GLUE's tasks)."""
+    read = {task.reader.name for task in TASKS.values() if hasattr(task.reader, 'name')}
+    assert read == set(DATA_TASKS)
+    for name, task in TASKS.items():
+        if task.head != 'question_answering':
+            assert set(task.metrics_of(None)) | set(task.metrics) <= set(METRICS), name
+    assert TASKS['glue/cola'].metrics == ('mcc',) and TASKS['glue/stsb'].metrics == (
         'pearson', 'spearman')
-    assert TASK_METRICS['mrpc'] == TASK_METRICS['qqp'] == ('f1', 'accuracy')
-
-
-def test_task_scores():
-    assert task_scores('mrpc', [1, 0, 1, 1], [1, 0, 0, 1]) == {
-        'f1': pytest.approx(0.8), 'accuracy': 0.75}
-    scores = task_scores('conll2003', [['B-PER', 'O']], [['I-PER', 'O']])
-    assert scores == {'entity_f1': 1.0, 'entity_precision': 1.0, 'entity_recall': 1.0}
-    with pytest.raises(ValueError, match='unknown task'):
-        task_scores('squad', [1], [1])
+    assert TASKS['glue/mrpc'].metrics == TASKS['glue/qqp'].metrics == ('f1', 'accuracy')
+    assert TASKS['csv'].metrics_of(None) == ('pearson', 'spearman')
+    assert TASKS['csv'].metrics_of(('a', 'b')) == ('accuracy',)

@@ -24,9 +24,10 @@ set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
 Each run's held-out evaluations (metrics.jsonl), collapse warnings and time go into the
 results file, with the machine and the date; `--rederive-warnings` recomputes the warnings
 of the recorded evaluations with today's rule (d2lbert/pretraining/collapse.py), without
-running anything, and prints the README's tables; the chapter and the README quote it, and
-tests/test_quoted_numbers.py checks them against it. Times are wall-clock seconds of runs
-that shared the machine with each other (`--jobs`): compare accuracies, not times.
+running anything, and prints the tables of docs/pretraining.md; the chapter and the docs
+quote it, and tests/test_quoted_numbers.py checks them against it. Times are wall-clock
+seconds of runs that shared the machine with each other (`--jobs`): compare accuracies,
+not times.
 """
 import argparse
 import concurrent.futures
@@ -145,14 +146,14 @@ def earlier_runs(path):
 
 
 def marked(value, key, digits=2):
-    """`value` rounded as the README shows it, with the marker that ties it to `key`
-    of the results file (tests/test_quoted_numbers.py checks the pair)."""
+    """`value` rounded as docs/pretraining.md shows it, with the marker that ties it to
+    `key` of the results file (tests/test_quoted_numbers.py checks the pair)."""
     return f'{value:.{digits}f}<!-- result pretrain-study.json {key} -->'
 
 
 def readme_tables(results):
-    """The README's tables of the study, every number marked: the held-out MLM / NSP
-    accuracy at the last step of each bundled-corpus run, by seed, then the single
+    """The tables of the study in docs/pretraining.md, every number marked: the held-out
+    MLM / NSP accuracy at the last step of each bundled-corpus run, by seed, then the single
     changes of seed 0's recipe."""
     rows = {}
     for index, r in enumerate(results['runs']):
@@ -216,7 +217,7 @@ def main(argv=None):
         'wiki.valid.tokens'))
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
-                        help="only print the README's tables of the results file --out")
+                        help="only print the docs' tables of the results file --out")
     parser.add_argument('--rederive-warnings', action='store_true',
                         help='recompute the collapse warnings of the evaluations recorded '
                              'in --out with the current rule, rewrite it, print the tables')

@@ -398,8 +398,8 @@ def sst2_summary(runs):
 
 
 def marked(value, key, digits=3):
-    """`value` rounded as the README shows it, with the marker that ties it to `key`
-    of the results file (tests/test_quoted_numbers.py checks the pair)."""
+    """`value` rounded as docs/pretraining.md shows it, with the marker that ties it to
+    `key` of the results file (tests/test_quoted_numbers.py checks the pair)."""
     return f'{value:.{digits}f}<!-- result transfer-study.json {key} -->'
 
 
@@ -409,7 +409,7 @@ PROBES = (('pretrained', 'pretrained encoder, mean of its tokens'),
 
 
 def readme_tables(results):
-    """The README's tables: the pretraining curves, then SST-2."""
+    """The tables of docs/pretraining.md: the pretraining curves, then SST-2."""
     lines = []
     if 'pretraining' in results:
         lines += ['| run | minutes | step | held-out whole-word MLM accuracy |',
@@ -470,7 +470,7 @@ def main(argv=None):
                         'accuracies do not depend on it; their seconds do)')
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
-                        help="only print the README's tables of the results file --out")
+                        help="only print the docs' tables of the results file --out")
     parser.add_argument('--book-run', nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.book_run:

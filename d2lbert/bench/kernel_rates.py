@@ -18,8 +18,7 @@ from .timing import best_time
 
 def kernel_rates(repeats=5):
     """{kernel: {'seconds', 'gflops_per_s' or 'gb_per_s'}} and the copy bandwidth."""
-    import mxnet as mx
-    from mxnet import autograd, np, npx
+    from mxnet import np, npx
     from ..fast import kernels
     npx.set_np()
     if not kernels.available():
@@ -33,19 +32,7 @@ def kernel_rates(repeats=5):
         return np.array(rng.normal(size=shape), dtype='float32')
 
     def timed(function, inputs):
-        """Best time of forward + backward, hybridized with static memory as in
-        training (imperatively, every call would touch freshly allocated memory)."""
-        block = kernel_block(function)
-        block.hybridize(static_alloc=True, static_shape=True)
-        for x in inputs:
-            x.attach_grad()
-
-        def run():
-            with autograd.record():
-                out = block(*inputs)
-            out.backward()
-        run()
-        return best_time(run, repeats, mx.nd.waitall)
+        return forward_backward_seconds(function, inputs, repeats)
 
     training = np.array([2.0])
     lens = np.array(lengths, dtype='int32')
@@ -73,10 +60,35 @@ def kernel_rates(repeats=5):
                               3 * logits.size * 4),
     }
     results['adam_step'] = stream(adam_step_seconds(array, repeats), 9 * 30522 * 256 * 4)
+    results['copy'] = copy_rate(array, repeats)
+    return results
+
+
+def forward_backward_seconds(function, inputs, repeats):
+    """Best time of forward + backward of function(F, *inputs), hybridized with static
+    memory as in training (imperatively, every call would touch freshly allocated
+    memory)."""
+    import mxnet as mx
+    from mxnet import autograd
+    block = kernel_block(function)
+    block.hybridize(static_alloc=True, static_shape=True)
+    for x in inputs:
+        x.attach_grad()
+
+    def run():
+        with autograd.record():
+            out = block(*inputs)
+        out.backward()
+    run()
+    return best_time(run, repeats, mx.nd.waitall)
+
+
+def copy_rate(array, repeats):
+    """The bandwidth of copying a 256 MB array (read once, written once)."""
+    import mxnet as mx
     big, copied = array(64, 1 << 20), array(64, 1 << 20)  # 256 MB each
     copy = best_time(lambda: big.copyto(copied), repeats, mx.nd.waitall)
-    results['copy'] = {'seconds': copy, 'gb_per_s': 2 * big.size * 4 / copy / 1e9}
-    return results
+    return {'seconds': copy, 'gb_per_s': 2 * big.size * 4 / copy / 1e9}
 
 
 def adam_step_seconds(array, repeats):

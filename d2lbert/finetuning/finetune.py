@@ -7,7 +7,7 @@ An output folder::
                                `d2lbert predict` reads (without a dev set: the last)
     OUT/checkpoints/step-N/    for --resume (as pretraining's, plus task.json)
     OUT/metrics.jsonl          'train' records (loss, lr, examples/s) and 'dev' records
-    OUT/loss.png               (the task's metrics, see `finetune_data`)
+    OUT/loss.png               (the task's metrics, see `tasks`)
 
 The training loop is the one pretraining runs too (`run.loop`); `Finetuning` gives it
 fine-tuning's data, loss, evaluation and checkpoint state. What is task-specific
@@ -19,9 +19,10 @@ import dataclasses
 import math
 import os
 
-from ..data.squad import DOC_STRIDE, MAX_LEN, MAX_QUERY_LEN, SQUAD_FILES
+from ..data.squad import DOC_STRIDE, MAX_QUERY_LEN
+from ..data.tasks.custom import LABEL_TYPES
 from ..run import checkpoint as ckpt
-from ..run.devices import check_devices, check_gpu_ids, training_contexts
+from ..run.devices import check_devices, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
 from ..run.folder import prepare_out_dir, record_run
@@ -30,37 +31,40 @@ from ..run.metrics import MetricsLog
 from ..run.models import random_model_like
 from ..run.optimizer import load_trainer_states, make_trainer
 from ..run.loss_scale import DynamicLossScale
-from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
+from ..run.precision import (check_hardware, needs_loss_scaling,
                              use_precision)
 from ..run.step import seed_step
-from ..run.options import (Options, choice, fraction, integer, number, option, optional,
-                           text)
+from ..run.options import choice, fraction, integer, number, option, optional, text
+from ..run.training_options import TrainingOptions
 from ..util.options import flag
-from .finetune_data import LABEL_TYPES, SQUAD_TASKS, TASK_NAMES, task_head
 from .labelled_task import read_labelled_task
 from .qa_task import read_qa_task
 from .task_model import (POOLINGS, TASK_FILE, build_task_model, read_task_info,
                          save_task_model)
 from .task_step import task_forward_backward
+from .tasks import TASK_NAMES, TASK_OPTIONS, TASKS, tasks_with
 
-MAX_SEED = 2 ** 32 - 1
 # fp16 needs the dynamic loss scaling that only pretraining's loop has so far
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
-TASK_MAX_LEN = 128  # --max-len of the tasks but SQuAD's (whose default is MAX_LEN, 384)
 TASK_DROPOUT = 0.1  # --dropout of the tasks but SQuAD's (which has none)
+# the defaults of the options that apply to some tasks only (`tasks.Task.options`);
+# --pooling's depends on the training data (`labelled_task.default_pooling`)
+TASK_OPTION_DEFAULTS = {'dropout': TASK_DROPOUT, 'label_type': 'class',
+                        'doc_stride': DOC_STRIDE, 'max_query_len': MAX_QUERY_LEN}
 EPOCHS = 3  # --epochs, unless a small training set needs more to make MIN_STEPS steps
 MIN_STEPS = 1000
 # the options --resume must not change
 TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
-              'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
-              'epochs', 'seed', 'from_scratch')
+              'doc_stride', 'max_query_len', 'lr', 'optimizer', 'warmup', 'weight_decay',
+              'dropout', 'clip', 'epochs', 'seed', 'from_scratch')
 
 
 @dataclasses.dataclass
-class FinetuneOptions(Options):
+class FinetuneOptions(TrainingOptions):
     """Every setting of a fine-tuning run, each declared once with its flag's help and
-    its check (`run.options`): the `d2lbert finetune` parser is generated from them.
+    its check (`run.options`; those pretraining shares: `run.training_options`): the
+    `d2lbert finetune` parser is generated from them.
 
     lr None picks the learning rate by model size: 1e-4 for models up to 256 hidden
     units (the book's NLI chapter, bert.small) and 3e-5 for larger ones (BERT-base,
@@ -72,6 +76,10 @@ class FinetuneOptions(Options):
     doc_stride and max_query_len are the SQuAD tasks' (`data.squad.windows`), dropout
     the other tasks', label_type csv's.
     """
+    defaults_shown = {'lr': '1e-4 for models up to 256 hidden units, else 3e-5',
+                      'dropout': f'{TASK_DROPOUT}, before the new output layer; none for '
+                                 'SQuAD, as the references',
+                      'out': 'runs/finetune-TASK-DATE-TIME'}
     task: str = option(None, f'one of {", ".join(TASK_NAMES)}', choice(TASK_NAMES),
                        required=True, parse=str.lower)
     model: str = option(None, "a d2lbert pretraining output folder, a Hugging Face BERT "
@@ -82,8 +90,6 @@ class FinetuneOptions(Options):
                        'file); default: download SNLI / GLUE / SQuAD', text(optional=True))
     dev: str = option(None, "the dev file (default: the task's dev file in --data; SQuAD: "
                       'downloaded when --data is not given)', text(optional=True))
-    out: str = option(None, 'output folder (default: runs/finetune-TASK-DATE-TIME)',
-                      text(optional=True))
     label_type: str = option(None, "csv: 'class' (label is a class name) or 'number' "
                              '(regression)', optional(choice(LABEL_TYPES)),
                              shown_default='class')
@@ -99,39 +105,17 @@ class FinetuneOptions(Options):
                              shown_default=DOC_STRIDE)
     max_query_len: int = option(None, 'squad2/squad1: the most question tokens (the rest is '
                                 'cut off)', optional(integer(1)), shown_default=MAX_QUERY_LEN)
-    lr: float = option(None, 'peak learning rate (default: 1e-4 for models up to 256 hidden '
-                       'units, else 3e-5)', optional(number(0, inclusive=False)))
     warmup: float = option(0.1, 'share of the steps with linear warmup; then linear decay '
                            'to 0', fraction)
-    weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
-                                 'parameters)', number(0))
-    dropout: float = option(None, 'dropout before the new output layer (not for SQuAD, '
-                            'which has none, as the references)', optional(fraction),
-                            shown_default=TASK_DROPOUT)
     pooling: str = option(None, "what a classifier reads of each text: 'cls' (the <cls> "
                           "token's encoding, which next-sentence prediction trained on "
                           "pairs) or 'mean' (the mean of its tokens' encodings) (default: "
                           'mean for single texts, cls for text pairs)',
                           optional(choice(POOLINGS)))
-    clip: float = option(1.0, 'clip the global gradient norm (0: off)', number(0))
     eval_every: int = option(0, 'evaluate on dev (and checkpoint) every N steps and after '
                              'each epoch (0: after each epoch only)',
                              integer(0, note=' (0: at the end of each epoch)'))
-    log_every: int = option(10, 'log the mean loss every N steps', integer(1))
     keep: int = option(2, 'keep the newest K checkpoints', integer(1))
-    seed: int = option(0, 'seeds the data order, the new layer and dropout',
-                       integer(0, MAX_SEED))
-    gpus: str = option(None, 'comma-separated GPU ids (default: all usable GPUs, else the '
-                       'CPU)', check_gpu_ids)
-    cpu: bool = option(False, 'train on the CPU even with GPUs')
-    precision: str = option('fp32', 'the type the matrix products compute in: fp32, bf16 '
-                            '(CPUs with avx512_bf16 or AMX, recent GPUs) or fp16 (GPUs, '
-                            'with dynamic loss scaling); weights stay float32',
-                            choice(PRECISIONS))
-    resume: bool = option(False, 'continue from the newest complete checkpoint in --out')
-    overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
-    progress: bool = option(True, 'no progress bar')
-    plain: bool = option(False, "run the book's model instead of the fast path")
     from_scratch: bool = option(False, "the architecture and vocabulary of --model with "
                                 'random parameters (drawn as pretraining draws them, '
                                 'seeded by --seed): the no-pretraining baseline')
@@ -145,37 +129,25 @@ class FinetuneOptions(Options):
 
     def fill_task_defaults(self):
         """The defaults of the options of this task (the others stay None)."""
-        squad = self.task in SQUAD_TASKS
-        defaults = dict(max_len=MAX_LEN if squad else TASK_MAX_LEN,
-                        doc_stride=DOC_STRIDE if squad else None,
-                        max_query_len=MAX_QUERY_LEN if squad else None,
-                        dropout=None if squad else TASK_DROPOUT,
-                        label_type='class' if self.task == 'csv' else None)
-        for name, default in defaults.items():
-            if getattr(self, name) is None:
+        task = TASKS[self.task]
+        if self.max_len is None:
+            self.max_len = task.max_len
+        for name, default in TASK_OPTION_DEFAULTS.items():
+            if name in task.options and getattr(self, name) is None:
                 setattr(self, name, default)
 
     def check_together(self):
         """--task csv needs --data; a SQuAD window must leave room for the passage; an
         option of other tasks is refused; --cpu and --gpus exclude each other."""
         check_devices(self.cpu, self.gpus)
-        squad = self.task in SQUAD_TASKS
-        for name, applies, tasks in (
-                ('doc_stride', squad, 'squad2 and squad1'),
-                ('max_query_len', squad, 'squad2 and squad1'),
-                ('dropout', not squad, 'the tasks but squad2 and squad1 (whose output '
-                                       'layer has no dropout)'),
-                ('label_type', self.task == 'csv', "csv (another task's labels are "
-                                                   'fixed by the task)'),
-                ('pooling', task_head(self.task) == 'classifier',
-                 'the classification and regression tasks')):
-            if not applies and getattr(self, name) is not None:
+        task = TASKS[self.task]
+        for name in TASK_OPTIONS:
+            if name not in task.options and getattr(self, name) is not None:
                 raise ValueError(f'{flag(name)} does not apply to --task {self.task}, only '
-                                 f'to {tasks}')
-        if self.task == 'csv' and self.data is None:
-            raise ValueError('--task csv needs --data, your training file (.csv, .tsv or '
-                             '.jsonl with text[, text_pair], label columns)')
-        if self.task in SQUAD_TASKS and self.max_len - self.max_query_len - 3 < 1:
+                                 f'to {tasks_with(name)}')
+        if task.reader.needs_data and self.data is None:
+            raise ValueError(f'--task {self.task} needs --data, {task.reader.needs_data}')
+        if 'max_query_len' in task.options and self.max_len - self.max_query_len - 3 < 1:
             raise ValueError(f'--max-query-len {self.max_query_len} leaves no room for the '
                              f'passage in --max-len {self.max_len} tokens (<cls> question '
                              '<sep> passage <sep>)')
@@ -186,7 +158,7 @@ def check_sources(options):
     to download): checked before anything is written."""
     for name in ('data', 'dev'):
         path = getattr(options, name)
-        downloadable = options.task in SQUAD_TASKS and path in SQUAD_FILES
+        downloadable = TASKS[options.task].reader.downloadable(path)
         if path is not None and not os.path.exists(path) and not downloadable:
             raise RunError(f'{flag(name)} {path}: no such file or folder')
 
@@ -204,9 +176,9 @@ def default_lr(config):
 
 def read_task(options, vocab):
     """The task object of the run (see the module doc), its data read and encoded."""
-    if options.task in SQUAD_TASKS:
-        return read_qa_task(options, vocab)
-    return read_labelled_task(options, vocab)
+    task = TASKS[options.task]
+    read = read_qa_task if task.head == 'question_answering' else read_labelled_task
+    return read(task, options, vocab)
 
 
 def resume_state(checkpoint, info, config, vocab, seed):
@@ -268,7 +240,7 @@ def finetune(options, pretrained):
     net.hybridize(static_alloc=True)
     net.collect_params().setattr('grad_req', 'add')
     lr = options.lr or default_lr(config)
-    trainer = make_trainer(net, 'bertadam', lr, options.weight_decay)
+    trainer = make_trainer(net, options.optimizer, lr, options.weight_decay)
     if resumes:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     steps_per_epoch = math.ceil(len(task.train) / options.batch_size)

@@ -17,7 +17,6 @@ other kind is `qa_task.QuestionAnsweringTask`)::
 from mxnet import init
 
 from ..data.tasks import encode_task, training_batches
-from .finetune_data import read_dev_split, read_train_split, task_head, task_metrics
 from ..run.errors import RunError
 from .task_model import TaskInfo
 from .task_predictions import predict_encoded, task_scores_of
@@ -52,19 +51,17 @@ class LabelledTask:
         return self.info
 
 
-def read_labelled_task(options, vocab):
-    """The `LabelledTask` of `FinetuneOptions` (task, data, dev, label_type, max_len,
-    dropout, pooling), encoded with vocab."""
-    train = read_train_split(options.task, options.data, options.label_type)
+def read_labelled_task(task, options, vocab):
+    """The `LabelledTask` of task (a `tasks.Task`) and `FinetuneOptions` (task, data,
+    dev, label_type, max_len, dropout, pooling), encoded with vocab."""
+    train = task.reader.train(options.data, options.label_type)
     if not train.examples:
         raise RunError(f'--data {options.data}: the training set has no examples')
     check_training_labels(options, train)  # before the dev labels are checked against them
-    dev = read_dev_split(options.task, options.data, options.dev, train.labels,
-                         options.label_type)
-    head = task_head(options.task)
-    info = TaskInfo(options.task, head, train.labels, options.max_len, options.dropout,
-                    task_metrics(options.task, train.labels),
-                    pooling=options.pooling or default_pooling(head, train))
+    dev = task.reader.dev(options.data, options.dev, train.labels, options.label_type)
+    info = TaskInfo(options.task, task.head, train.labels, options.max_len, options.dropout,
+                    task.metrics_of(train.labels),
+                    pooling=options.pooling or default_pooling(task.head, train))
     encoded_dev = None if dev is None else encode_task(dev, vocab, options.max_len)
     return LabelledTask(info, encode_task(train, vocab, options.max_len), dev, encoded_dev,
                         vocab.pad_id)

@@ -9,6 +9,7 @@ example, in the file's order::
 (Tagging: words cut off by the model's max_len get the tag 'O' and no probabilities.)
 When the file has labels, the task's scores are computed too.
 """
+import dataclasses
 import json
 
 import mxnet as mx
@@ -16,12 +17,51 @@ import mxnet as mx
 from ..data.tasks import encode_task
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
-from ..run.precision import use_precision
-from .finetune_data import read_task_file_of
+from ..run.options import Options, choice, integer, option, optional, text
+from ..run.precision import INFERENCE_PRECISIONS, use_precision
+from ..util.options import flag
 from .task_model import load_task_model
 from .task_predictions import predict_encoded, task_scores_of
+from .tasks import TASKS
 
 DIGITS = 6
+PREDICT_BATCH_SIZE = 64
+
+
+@dataclasses.dataclass
+class PredictOptions(Options):
+    """The options of `d2lbert predict`, each declared once (`run.options`)."""
+    model: str = option(None, 'a fine-tuning output folder (or its model/ folder)', text(),
+                        required=True)
+    data: str = option(None, "a file in the task's format (SQuAD: its JSON)",
+                       text(optional=True))
+    out: str = option(None, 'the JSON lines file to write (SQuAD: a folder)',
+                      text(optional=True))
+    question: str = option(None, "question answering: one question about --context "
+                           "(printed: the answer, or '' for none)")
+    context: str = option(None, 'question answering: the passage of --question')
+    batch_size: int = option(None, 'examples per batch (with --data)', optional(integer(1)),
+                             shown_default=PREDICT_BATCH_SIZE)
+    overwrite: bool = option(False, 'replace the file --out if it exists (SQuAD: the '
+                             'folder --out, whole) (default: refuse)')
+    precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
+                            '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
+
+    def __post_init__(self):
+        if self.batch_size is None and not self.answers_one_question():
+            self.batch_size = PREDICT_BATCH_SIZE
+        super().__post_init__()
+
+    def answers_one_question(self):
+        return self.question is not None or self.context is not None
+
+    def check_together(self):
+        """--question answers one question: --data's options do not apply."""
+        if self.answers_one_question():
+            for name in ('data', 'out', 'batch_size'):
+                if getattr(self, name) is not None:
+                    raise ValueError(f'{flag(name)} does not apply to --question and '
+                                     '--context (one question): leave it out')
 
 
 def prediction_record(info, example, prediction, probabilities):
@@ -41,14 +81,14 @@ def label_probabilities(info, row):
     return {label: round(float(p), DIGITS) for label, p in zip(info.labels, row)}
 
 
-def predict(model, data, out, batch_size=64, plain=False, precision='fp32', overwrite=True):
+def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precision='fp32', overwrite=True):
     """Write the predictions of the model folder `model` for the task file `data` to
     the JSON lines file `out` (replacing a file there only if overwrite), the matrix
     products in `precision` ('fp32', 'bf16'); returns {'examples': n, 'scores': {...} or
     None}."""
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
-    task_data = read_task_file_of(info.task, data, info.labels,
-                                  'class' if info.labels is not None else 'number')
+    task_data = TASKS[info.task].reader.file(data, info.labels, 'class' if info.labels
+                                              is not None else 'number')
     if not plain:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)

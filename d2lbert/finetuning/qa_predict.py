@@ -21,6 +21,7 @@ from .qa_predictions import NULL_THRESHOLD, best_answers, write_prediction_files
 from .squad_metric import gold_answers, squad_evaluate
 from .task_model import load_task_model
 from .task_step import task_outputs
+from .tasks import TASKS
 
 QUESTION_ID = 'question'  # the id of the question `answer_question` answers
 
@@ -41,7 +42,7 @@ def window_logits(net, windows, ctx, pad_id, max_len, batch_size=64, progress=Fa
 
 def allows_null(info):
     """Does the model answer '' (SQuAD 2.0), or always a span (SQuAD 1.1)?"""
-    return info.task != 'squad1'
+    return TASKS[info.task].reader.unanswerable
 
 
 def null_threshold(info):

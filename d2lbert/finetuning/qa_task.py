@@ -4,7 +4,7 @@ SQuAD metric. The task object's interface is described in `labelled_task`.
 
 * **Files**: --data and --dev are SQuAD JSON files, or the names of SQuAD's own files
   ('train-v2.0.json', ...), downloaded once; without --data, the task's training and
-  dev files are downloaded (`finetune_data.SQUAD_TASKS`). With a local --data and no
+  dev files are downloaded (`tasks.TASKS`: `task_readers.SquadFiles`). With a local --data and no
   --dev there is no dev set.
 * **Training** runs on the windows of the questions (`data.squad.windows`) in
   batches of similar lengths (`qa_training_batches`), the loss that of
@@ -29,7 +29,6 @@ from mxnet import init
 from tqdm import tqdm
 
 from ..data.squad import make_windows, qa_training_batches, read_squad, squad_path
-from .finetune_data import SQUAD_TASKS, task_head, task_metrics
 from ..run.errors import RunError
 from .qa_predict import allows_null, window_logits
 from .qa_predictions import NULL_THRESHOLD, best_answers
@@ -77,16 +76,17 @@ class QuestionAnsweringTask:
         return dataclasses.replace(self.info, null_threshold=threshold)
 
 
-def read_qa_task(options, vocab):
-    """The `QuestionAnsweringTask` of `FinetuneOptions` (task, data, dev, max_len,
-    doc_stride, max_query_len, progress), its windows made with vocab."""
-    train_file, dev_file = SQUAD_TASKS[options.task]
-    train = read_squad_flag('--data', options.data or train_file, options.task)
+def read_qa_task(task, options, vocab):
+    """The `QuestionAnsweringTask` of task (a `tasks.Task`) and `FinetuneOptions` (task,
+    data, dev, max_len, doc_stride, max_query_len, progress), its windows made with
+    vocab."""
+    files = task.reader
+    train = read_squad_flag('--data', options.data or files.train_file, files)
     dev = None
     if options.dev is not None or options.data is None:
-        dev = read_squad_flag('--dev', options.dev or dev_file, options.task).examples
-    info = TaskInfo(options.task, task_head(options.task), None, options.max_len, 0.0,
-                    task_metrics(options.task, None), options.doc_stride,
+        dev = read_squad_flag('--dev', options.dev or files.dev_file, files).examples
+    info = TaskInfo(options.task, task.head, None, options.max_len, 0.0,
+                    task.metrics_of(None), options.doc_stride,
                     options.max_query_len)
     windows = windows_of(training_questions(train), vocab, options, 'training')
     dev_windows = None if dev is None else windows_of(dev, vocab, options, 'dev', False)
@@ -102,15 +102,16 @@ def windows_of(examples, vocab, options, split, with_labels=True):
                         options.max_query_len, with_labels)
 
 
-def read_squad_flag(name, data, task):
+def read_squad_flag(name, data, files):
     """The `SquadData` of --data or --dev (a file, or a SQuAD file name to download);
-    squad1 refuses unanswerable questions."""
+    a task without unanswerable questions (`task_readers.SquadFiles`, squad1) refuses
+    them."""
     try:
         squad = read_squad(squad_path(data))
     except FileNotFoundError as error:
         raise RunError(f'{name} {error}') from None
     unanswerable = sum(example.is_impossible for example in squad.examples)
-    if task == 'squad1' and unanswerable:
+    if not files.unanswerable and unanswerable:
         raise RunError(f'{name} {squad.source}: {unanswerable} unanswerable questions; '
                        'SQuAD 1.1 has none (a squad1 model always answers): use '
                        '--task squad2')

@@ -12,8 +12,8 @@ scikit-learn, and returns a float::
     entity_recall     2003), counted as the CoNLL ``conlleval`` script does
     entity_f1
 
-:data:`TASK_METRICS` says which metrics each task reports (GLUE's choice),
-the first one being the task's main score; :func:`task_scores` computes them.
+:data:`METRICS` names them; which ones a task reports (GLUE's choice, the first
+one being its main score) is in :data:`d2lbert.finetuning.tasks.TASKS`.
 
 **Entities.** A tagged sentence (list of IOB tags, see
 :mod:`d2lbert.data.tasks.iob`) contains *chunks*: an entity of type X
@@ -29,21 +29,6 @@ predicted positive); a correlation with a constant input is NaN.
 import numpy as np
 
 from ..data.tasks.iob import split_tag
-
-TASK_METRICS = {
-    'snli': ('accuracy',),
-    'cola': ('mcc',),
-    'sst2': ('accuracy',),
-    'mrpc': ('f1', 'accuracy'),  # F1 of class id 1 (label '1'), as for QQP
-    'stsb': ('pearson', 'spearman'),
-    'qqp': ('f1', 'accuracy'),
-    'mnli': ('accuracy',),
-    'qnli': ('accuracy',),
-    'rte': ('accuracy',),
-    'wnli': ('accuracy',),
-    'conll2003': ('entity_f1', 'entity_precision', 'entity_recall'),
-}
-
 
 def paired_arrays(labels, predictions, min_size=1):
     """``labels`` and ``predictions`` as 1-D arrays of one length, at least
@@ -194,13 +179,3 @@ METRICS = {metric.__name__: metric for metric in (
     accuracy, f1, mcc, pearson, spearman, entity_precision, entity_recall,
     entity_f1)}
 
-
-def task_scores(task, labels, predictions):
-    """``{metric name: value}`` of the metrics :data:`TASK_METRICS` lists
-    for ``task``. For 'conll2003' labels and predictions are lists of
-    sentences' tags, otherwise class ids or scores."""
-    if task not in TASK_METRICS:
-        raise ValueError(f'unknown task {task!r}; choose one of '
-                         f'{sorted(TASK_METRICS)}')
-    return {name: METRICS[name](labels, predictions)
-            for name in TASK_METRICS[task]}

@@ -29,7 +29,7 @@ POOLINGS = ('cls', 'mean')  # TaskInfo.pooling: BERTClassifier, MeanPooledClassi
 class TaskInfo:
     """What a task model was trained for.
 
-    task: the task's name ('snli', 'glue/mrpc', 'conll2003', 'csv', 'squad2', ...).
+    task: the task's name (a key of `tasks.TASKS`).
     head: 'classifier' (a class or, without labels, a number per text or pair),
         'tagger' (a tag per word) or 'question_answering' (an answer span).
     labels: the class names or tags in id order; None for regression and question

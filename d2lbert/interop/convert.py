@@ -7,6 +7,7 @@ A d2lbert model directory holds
                             (with tokenizer_config.json saying whether it lower-cases)
     model.params            `net.save_parameters`
 """
+import dataclasses
 import os
 
 from ..data.vocab_files import load_vocab
@@ -15,8 +16,31 @@ from ..model import BERTModel
 from ..run.checkpoint import load_parameters, read_config
 from ..run.files import written_as_os_errors
 from ..run.models import model_folder, model_step
+from ..run.options import Options, option, text
 from .hf_tasks import check_has_hf_form
 from .huggingface import from_huggingface, to_huggingface, write_tokenizer
+
+
+@dataclasses.dataclass
+class ConvertOptions(Options):
+    """The options of `d2lbert convert`, each declared once (`run.options`)."""
+    from_hf: str = option(None, 'a Hugging Face BERT folder', text(optional=True),
+                          metavar='DIR')
+    to_hf: str = option(None, 'a d2lbert model folder, checkpoint or run folder (a '
+                        'fine-tuning run: its best model, the one predict uses)',
+                        text(optional=True), metavar='DIR')
+    out: str = option(None, 'the folder to write (new or empty)', text(), required=True)
+    overwrite: bool = option(False, 'replace --out whole if it holds files (default: refuse)')
+    allow_pickle: bool = option(False, 'read pytorch_model.bin (unpickling can run code: '
+                                'only for files you trust)')
+
+    def check_together(self):
+        if (self.from_hf is None) == (self.to_hf is None):
+            raise ValueError('give one of --from-hf DIR (to d2lbert) and --to-hf DIR (to '
+                             'Hugging Face)')
+        if self.to_hf is not None and self.allow_pickle:
+            raise ValueError('--allow-pickle does not apply to --to-hf (it reads a d2lbert '
+                             'model, never a pickle), only to --from-hf')
 
 
 def convert_from_hf(hf_dir, out_dir, allow_pickle=False):

@@ -84,8 +84,10 @@ def recorded_options(given, command):
     return dict(saved.get('options') or {})
 
 
-def check_same_run(out, command, trajectory):
-    """--resume continues only a run of the same command and trajectory options."""
+def check_same_run(out, command, trajectory, defaults):
+    """--resume continues only a run of the same command and trajectory options; an
+    option its run.json lacks (the run is older than the option) ran at its default
+    (`defaults`: {field: default})."""
     try:
         with open(os.path.join(out, RUN_FILE), encoding='utf-8') as f:
             saved = json.load(f)
@@ -95,9 +97,10 @@ def check_same_run(out, command, trajectory):
     if saved.get('command') != command:
         raise RunError(f'--resume: {out} is a `d2lbert {saved.get("command")}` run, not a '
                        f'`d2lbert {command}` one')
+    recorded = {**defaults, **saved['options']}
     changed = [f'--{name.replace("_", "-")} {value!r} (the run has '
-               f'{saved["options"].get(name)!r})'
-               for name, value in trajectory.items() if saved['options'].get(name) != value]
+               f'{recorded.get(name)!r})'
+               for name, value in trajectory.items() if recorded.get(name) != value]
     if changed:
         raise RunError(f'--resume: {"; ".join(changed)}: these would change the run\'s '
                        'trajectory; resume with its own options or start a new --out')
@@ -267,7 +270,8 @@ def prepare_out_dir(options, command, default_name, inputs, trajectory_fields):
         if options.overwrite:
             raise RunError('--resume continues the run in --out, --overwrite replaces it: '
                            'choose one')
-        check_same_run(out, command, trajectory)
+        check_same_run(out, command, trajectory, {
+            field.name: field.default for field in dataclasses.fields(options)})
         resumes = bool(ckpt.list_checkpoints(out))
         if not resumes:
             print(f'--resume: no checkpoint yet in {out}: starting the run over', flush=True)

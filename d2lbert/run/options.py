@@ -78,7 +78,12 @@ def comma_separated(value):
 
 
 class Options:
-    """The base of a command's options dataclass (see the module doc)."""
+    """The base of a command's options dataclass (see the module doc).
+
+    defaults_shown: {field: text}, how this command's help shows the default of a field
+    declared by a base class shared with other commands (e.g. `TrainingOptions.out`).
+    """
+    defaults_shown = {}
 
     def __post_init__(self):
         self.validate()
@@ -107,8 +112,10 @@ class Options:
     def add_arguments(cls, parser, only_given=False):
         """One argument of `parser` (an argparse parser) per CLI field; only_given: the
         parsed arguments hold only the flags given (the defaults are left to the caller,
-        and `from_arguments` checks that the required ones were given)."""
-        for field in dataclasses.fields(cls):
+        and `from_arguments` checks that the required ones were given). The command's
+        own fields come first, then those of the base it shares with other commands."""
+        own = vars(cls).get('__annotations__', {})
+        for field in sorted(dataclasses.fields(cls), key=lambda field: field.name not in own):
             meta = field.metadata
             if not meta.get('cli', True):
                 continue
@@ -120,6 +127,7 @@ class Options:
                                     default=argparse.SUPPRESS if only_given else field.default)
                 continue
             shown = field.default if meta['shown_default'] is None else meta['shown_default']
+            shown = cls.defaults_shown.get(field.name, shown)
             text = meta['help'] if shown is None else f'{meta["help"]} (default: {shown})'
             if meta['positional']:
                 parser.add_argument(field.name, type=meta['parse'] or field.type, help=text)

@@ -17,6 +17,8 @@ from .accelerated import loaded_fast
 from .errors import RunError
 
 PRECISIONS = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
+# inference runs on the CPU, where MXNet has no float16 matrix product
+INFERENCE_PRECISIONS = ('fp32', 'bf16')
 CPU_BF16_FLAGS = ('avx512_bf16', 'amx_bf16')
 MIN_BF16_GPU = (8, 0)
 

@@ -12,7 +12,6 @@ the modules follow the pipeline:
 * model inputs: :mod:`.encoding` (tokens, segments, truncation, word pieces
   and their tags), :mod:`.batches` (padding into NumPy arrays).
 """
-from .archives import TASK_ARCHIVES, task_directory
 from .batches import (TaskBatch, make_task_batch, padded_length, task_batches,
                       training_batches)
 from .conll import CONLL2003_TAGS, read_conll2003
@@ -23,7 +22,7 @@ from .encoding import (IGNORE_LABEL, EncodedExample, encode_example,
 from .examples import TaggedSentence, TaskData, TaskExample
 from .glue import GLUE_LAYOUTS, read_glue
 from .iob import iob1_to_iob2
-from .load import TASKS, load_task
+from .load import TASK_ARCHIVES, TASKS, load_task, task_directory
 from .sample import write_sample
 from .snli import SNLI_LABELS, read_snli
 

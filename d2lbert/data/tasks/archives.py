@@ -22,7 +22,7 @@ import os
 from typing import Optional, Tuple
 
 from ..cache import data_home
-from ..download import DownloadError, archive_url, cached_archive
+from ..download import archive_url, cached_archive
 from .glue import GLUE_LAYOUTS, glue_file_name
 from .snli import SNLI_SPLITS, snli_file_name
 
@@ -40,62 +40,46 @@ class TaskArchive:
     default_base_url: str
 
 
-def glue_archive(task, file_name):
+SNLI_ARCHIVE = TaskArchive('snli_1.0.zip', '9fcde07509c7e87ec61c640c1b2753d9041758e4',
+                           tuple(snli_file_name(s) for s in SNLI_SPLITS),
+                           'D2LBERT_SNLI_URL', SNLI_URL)
+GLUE_WITHOUT_ARCHIVE = (
+    "MRPC has no single archive to download: GLUE's "
+    "download_glue_data.py assembles it from Microsoft's MSR "
+    "Paraphrase Corpus. Run that script (or get the MRPC folder "
+    "elsewhere) and give the folder holding train.tsv, dev.tsv and "
+    "test.tsv as the data (d2lbert finetune --data FOLDER).")
+CONLL2003_NOT_FREE = (
+    "CoNLL-2003 cannot be downloaded freely (its text belongs to "
+    "Reuters): give a copy as the data (d2lbert finetune --data "
+    "FOLDER or FILE), a folder holding train.txt, valid.txt, "
+    "test.txt (or eng.train, eng.testa, eng.testb) or one file.")
+
+
+def glue_archive(task):
     """The :class:`TaskArchive` of a GLUE task, kept split files per
-    :mod:`.glue`."""
-    splits = GLUE_LAYOUTS[task].splits
-    return TaskArchive(file_name, None,
-                       tuple(glue_file_name(task, s) for s in splits),
+    :mod:`.glue`; None for a task without one (MRPC)."""
+    layout = GLUE_LAYOUTS[task]
+    if layout.archive is None:
+        return None
+    return TaskArchive(layout.archive, None,
+                       tuple(glue_file_name(task, s) for s in layout.splits),
                        'D2LBERT_GLUE_URL', GLUE_URL)
 
 
-TASK_ARCHIVES = {
-    'snli': TaskArchive('snli_1.0.zip',
-                        '9fcde07509c7e87ec61c640c1b2753d9041758e4',
-                        tuple(snli_file_name(s) for s in SNLI_SPLITS),
-                        'D2LBERT_SNLI_URL', SNLI_URL),
-    'cola': glue_archive('cola', 'CoLA.zip'),
-    'sst2': glue_archive('sst2', 'SST-2.zip'),
-    'stsb': glue_archive('stsb', 'STS-B.zip'),
-    'qqp': glue_archive('qqp', 'QQP-clean.zip'),
-    'mnli': glue_archive('mnli', 'MNLI.zip'),
-    'qnli': glue_archive('qnli', 'QNLIv2.zip'),
-    'rte': glue_archive('rte', 'RTE.zip'),
-    'wnli': glue_archive('wnli', 'WNLI.zip'),
-}
-NOT_DOWNLOADABLE = {
-    'mrpc': "MRPC has no single archive to download: GLUE's "
-            "download_glue_data.py assembles it from Microsoft's MSR "
-            "Paraphrase Corpus. Run that script (or get the MRPC folder "
-            "elsewhere) and give the folder holding train.tsv, dev.tsv and "
-            "test.tsv as the data (d2lbert finetune --data FOLDER).",
-    'conll2003': "CoNLL-2003 cannot be downloaded freely (its text belongs to "
-                 "Reuters): give a copy as the data (d2lbert finetune --data "
-                 "FOLDER or FILE), a folder holding train.txt, valid.txt, "
-                 "test.txt (or eng.train, eng.testa, eng.testb) or one file.",
-}
-
-
-def task_directory(task, base_url=None, sha1=None):
-    """The folder holding the split files of ``task``, downloaded once.
+def download_archive(task, archive, base_url=None, sha1=None):
+    """The folder ``$D2LBERT_HOME/tasks/<task>`` holding the split files of
+    ``archive`` (a :class:`TaskArchive`), downloaded once.
 
     Args:
-        task: 'snli' or a GLUE task but 'mrpc' ('cola', 'sst2', ...).
-        base_url: where the archive is; default the task's environment
+        base_url: where the archive is; default the archive's environment
             variable (``D2LBERT_SNLI_URL`` / ``D2LBERT_GLUE_URL``) or the
             official site.
         sha1: the SHA-1 you expect; default the published one (SNLI) or the
             first download's (see the module doc).
     Raises:
-        DownloadError: the task has no download (MRPC, CoNLL-2003), or
-            network failure, HTTP error, checksum mismatch.
+        DownloadError: network failure, HTTP error, checksum mismatch.
     """
-    if task in NOT_DOWNLOADABLE:
-        raise DownloadError(NOT_DOWNLOADABLE[task])
-    if task not in TASK_ARCHIVES:
-        raise ValueError(f'unknown task {task!r}; the downloadable ones are '
-                         f'{sorted(TASK_ARCHIVES)}')
-    archive = TASK_ARCHIVES[task]
     base_url = (base_url or os.environ.get(archive.url_variable)
                 or archive.default_base_url)
     offline_hint = (

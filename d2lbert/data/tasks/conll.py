@@ -28,6 +28,14 @@ CONLL2003_SPLITS = {'train': ('train.txt', 'eng.train'),
 COLUMN_SEPARATOR = re.compile('[ \t]+')
 
 
+def conll2003_file_names(split):
+    """The names the file of ``split`` may have (see the module doc)."""
+    if split not in CONLL2003_SPLITS:
+        raise ValueError(f'CoNLL-2003 has the splits {tuple(CONLL2003_SPLITS)}, '
+                         f'not {split!r}')
+    return CONLL2003_SPLITS[split]
+
+
 def read_conll2003(path, to_iob2=True):
     """Read a CoNLL-2003 file into a :class:`TaskData` of
     :class:`TaggedSentence` s; its labels are :data:`CONLL2003_TAGS`.

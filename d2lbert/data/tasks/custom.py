@@ -20,7 +20,6 @@ import os
 from .examples import TaskData, TaskExample, check_label, parse_score
 from .tables import delimited_rows, field, jsonl_records, line_error, records
 
-FILE_FORMATS = {'.csv': 'csv', '.tsv': 'tsv', '.jsonl': 'jsonl'}
 LABEL_TYPES = ('class', 'number')
 
 
@@ -34,7 +33,8 @@ def read_task_file(path, label_type='class', labels=None, file_format=None):
         labels: the task's class names in id order; by default the sorted
             names found in this file. Pass the training file's labels when
             reading its dev or test file, so that the ids agree.
-        file_format: 'csv', 'tsv' or 'jsonl'; by default from the extension.
+        file_format: csv, tsv or jsonl (a key of :data:`FILE_FORMATS`
+            without its dot); by default from the extension.
     Raises:
         ValueError: naming the file and line of a missing ``text`` column, a
             label outside ``labels``, a score that is not a number, or a
@@ -60,20 +60,28 @@ def read_task_file(path, label_type='class', labels=None, file_format=None):
 
 def file_records(path, file_format=None):
     """``(line number, record)`` of a CSV, TSV or JSON lines file."""
-    if file_format is None:
-        extension = os.path.splitext(path)[1].lower()
-        if extension not in FILE_FORMATS:
-            raise ValueError(f'cannot tell the format of {path} from its '
-                             f'extension: it must be one of '
-                             f'{", ".join(sorted(FILE_FORMATS))}')
-        file_format = FILE_FORMATS[extension]
-    if file_format == 'jsonl':
-        return jsonl_records(path)
-    if file_format == 'csv':
-        return records(path, delimited_rows(path, ',', csv.QUOTE_MINIMAL))
-    if file_format == 'tsv':
-        return records(path, delimited_rows(path))
-    raise ValueError(f'unknown file_format {file_format!r}')
+    if file_format is not None:
+        if '.' + file_format not in FILE_FORMATS:
+            raise ValueError(f'unknown file_format {file_format!r}')
+        return FILE_FORMATS['.' + file_format](path)
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in FILE_FORMATS:
+        raise ValueError(f'cannot tell the format of {path} from its '
+                         f'extension: it must be one of '
+                         f'{", ".join(sorted(FILE_FORMATS))}')
+    return FILE_FORMATS[extension](path)
+
+
+def csv_records(path):
+    return records(path, delimited_rows(path, ',', csv.QUOTE_MINIMAL))
+
+
+def tsv_records(path):
+    return records(path, delimited_rows(path))
+
+
+# the readers of the file formats, by extension
+FILE_FORMATS = {'.csv': csv_records, '.tsv': tsv_records, '.jsonl': jsonl_records}
 
 
 def task_example(record, label_type, path, line_number):

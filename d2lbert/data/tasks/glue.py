@@ -41,23 +41,28 @@ class GlueLayout:
     labels: Optional[Tuple[str, ...]]  # None: a float score (regression)
     columns_without_header: Optional[Tuple[str, ...]] = None
     splits: Tuple[str, ...] = ('train', 'dev', 'test')
+    archive: Optional[str] = None  # the zip GLUE's site serves; None: none (MRPC)
 
 
 GLUE_LAYOUTS = {
     'cola': GlueLayout('sentence', None, 'label', BINARY_LABELS,
-                       ('source', 'label', 'original_label', 'sentence')),
-    'sst2': GlueLayout('sentence', None, 'label', BINARY_LABELS),
+                       ('source', 'label', 'original_label', 'sentence'),
+                       archive='CoLA.zip'),
+    'sst2': GlueLayout('sentence', None, 'label', BINARY_LABELS, archive='SST-2.zip'),
     'mrpc': GlueLayout('#1 String', '#2 String', 'Quality', BINARY_LABELS),
-    'stsb': GlueLayout('sentence1', 'sentence2', 'score', None),
-    'qqp': GlueLayout('question1', 'question2', 'is_duplicate', BINARY_LABELS),
+    'stsb': GlueLayout('sentence1', 'sentence2', 'score', None, archive='STS-B.zip'),
+    'qqp': GlueLayout('question1', 'question2', 'is_duplicate', BINARY_LABELS,
+                      archive='QQP-clean.zip'),
     'mnli': GlueLayout('sentence1', 'sentence2', 'gold_label', NLI_LABELS,
                        splits=('train', 'dev_matched', 'dev_mismatched',
-                               'test_matched', 'test_mismatched')),
+                               'test_matched', 'test_mismatched'),
+                       archive='MNLI.zip'),
     'qnli': GlueLayout('question', 'sentence', 'label',
-                       ('entailment', 'not_entailment')),
+                       ('entailment', 'not_entailment'), archive='QNLIv2.zip'),
     'rte': GlueLayout('sentence1', 'sentence2', 'label',
-                      ('entailment', 'not_entailment')),
-    'wnli': GlueLayout('sentence1', 'sentence2', 'label', BINARY_LABELS),
+                      ('entailment', 'not_entailment'), archive='RTE.zip'),
+    'wnli': GlueLayout('sentence1', 'sentence2', 'label', BINARY_LABELS,
+                       archive='WNLI.zip'),
 }
 
 
@@ -77,7 +82,7 @@ def glue_file_name(task, split):
 
 
 def read_glue(task, path):
-    """Read one GLUE file of ``task`` (e.g. 'cola') into a :class:`TaskData`.
+    """Read one GLUE file of ``task`` (a key of :data:`GLUE_LAYOUTS`) into a :class:`TaskData`.
 
     Labels are class names (e.g. '1', 'entailment'), an STS-B score a float,
     and None in test files (which have no label column).

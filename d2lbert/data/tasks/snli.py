@@ -32,6 +32,11 @@ def snli_file_name(split):
     return f'snli_1.0_{split}.jsonl'
 
 
+def snli_file_names(split):
+    """The names the file of ``split`` may have: the ``.jsonl`` or ``.txt`` layout."""
+    return snli_file_name(split), snli_file_name(split).replace('.jsonl', '.txt')
+
+
 def read_snli(path):
     """Read an SNLI split (``.jsonl``, or the ``.txt`` layout) into a
     :class:`TaskData` of premise/hypothesis :class:`TaskExample` s.
