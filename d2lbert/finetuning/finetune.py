@@ -25,7 +25,8 @@ from ..run.devices import check_devices, check_gpu_ids, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
 from ..run.folder import prepare_out_dir, record_run
-from ..run.loop import Cadence, Schedule, TrainingLoop
+from ..run.loop import Cadence, TrainingLoop
+from ..run.schedule import Schedule
 from ..run.metrics import MetricsLog
 from ..run.models import random_model_like
 from ..run.optimizer import load_trainer_states, make_trainer

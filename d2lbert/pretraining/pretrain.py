@@ -19,7 +19,8 @@ from ..run.devices import check_devices, check_gpu_ids, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
 from ..run.folder import prepare_out_dir, record_run
-from ..run.loop import Cadence, Schedule, TimeBudget, TrainingLoop
+from ..run.loop import Cadence, TrainingLoop
+from ..run.schedule import Schedule, TimeBudget
 from ..run.loss_scale import DynamicLossScale
 from ..run.metrics import MetricsLog
 from ..run.optimizer import OPTIMIZERS, load_trainer_states, make_trainer

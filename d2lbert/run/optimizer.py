@@ -1,4 +1,4 @@
-"""Optimizer and learning-rate schedule."""
+"""Optimizers and the trainer that runs them."""
 from mxnet import gluon
 
 from .accelerated import loaded_fast
@@ -52,14 +52,3 @@ def load_trainer_states(trainer, path):
     trainer.load_states(path)
     trainer.optimizer.__class__ = chosen
     trainer.optimizer.aggregate_num = aggregate_num
-
-
-def learning_rate(step, base_lr, warmup_steps, total_steps):
-    """Linear warmup to base_lr over warmup_steps, then linear decay to 0 at total_steps.
-
-    step counts from 1 (the first update).
-    """
-    if warmup_steps and step <= warmup_steps:
-        return base_lr * step / warmup_steps
-    remaining = max(total_steps - step, 0) / max(total_steps - warmup_steps, 1)
-    return base_lr * remaining
