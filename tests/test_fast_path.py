@@ -13,7 +13,8 @@ from conftest import make_model
 from d2lbert import fast
 from d2lbert.model import BERTModel
 from d2lbert.run.optimizer import make_trainer
-from d2lbert.run.step import forward_backward, optimizer_step
+from d2lbert.pretraining.step import forward_backward
+from d2lbert.run.step import optimizer_step
 from test_packing import on_device, pretraining_batch
 
 

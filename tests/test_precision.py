@@ -22,7 +22,7 @@ from d2lbert.model.precision import BFLOAT16, cast, compute_in
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 from d2lbert.run import precision as run_precision
 from d2lbert.run.optimizer import make_trainer
-from d2lbert.run.step import forward_backward
+from d2lbert.pretraining.step import forward_backward
 from test_cli_flags import run_main
 
 npx.set_np()

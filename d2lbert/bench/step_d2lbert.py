@@ -37,7 +37,8 @@ def prepare_for_training(net, ctx, lr=1e-4, precision='fp32'):
 
 def train_step(net, trainer, batch, ctx):
     """forward + both losses + backward + Adam update, on one host batch."""
-    from ..run.step import forward_backward, optimizer_step
+    from ..pretraining.step import forward_backward
+    from ..run.step import optimizer_step
     forward_backward(net, [batch], [ctx], with_accuracy=False)
     optimizer_step(net, trainer, clip=None)
 

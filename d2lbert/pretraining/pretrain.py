@@ -26,12 +26,13 @@ from ..run.metrics import MetricsLog
 from ..run.optimizer import OPTIMIZERS, load_trainer_states, make_trainer
 from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
                              resolve_precision, use_precision)
-from ..run.step import forward_backward, seed_step
+from ..run.step import seed_step
 from ..run.options import Options, choice, fraction, integer, number, option, optional, text
 from ..util.options import check_int
 from .collapse import collapse_warning
 from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
 from .evaluate import evaluate
+from .step import forward_backward
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
