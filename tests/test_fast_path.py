@@ -90,7 +90,7 @@ def test_a_training_step_copies_nothing_from_the_device(monkeypatch):
     net = fast.accelerate(make_model('d2l', seed=9))
     net.hybridize(static_alloc=True, static_shape=True)
     net.collect_params().setattr('grad_req', 'add')
-    trainer = make_trainer(net, 'bertadam', 1e-3)
+    trainer = make_trainer(net, 'bertadam', 1e-3, fast_path=fast)
     batch = pretraining_batch(seed=10)
     forward_backward(net, [batch], [mx.cpu()], with_accuracy=False)  # warm up
     optimizer_step(net, trainer, clip=1.0)

@@ -27,18 +27,14 @@ def d2lbert_bert(config, ctx):
 
 def ready_to_train(net, ctx, lr=1e-4, precision='fp32'):
     """`net` (a task model on an initialized BERT) and its trainer, set up as
-    `d2lbert finetune` does: the new output layer initialized, the fast path,
-    hybridized, gradients added, BERTAdam; matrix products in `precision`."""
+    `d2lbert finetune` does: the new output layer initialized, then
+    `run.setup.prepare_training` (the fast path, matrix products in `precision`,
+    hybridized, gradients added, BERTAdam)."""
     from mxnet import init
-    from ..fast import accelerate
-    from ..run.optimizer import make_trainer
-    from ..run.precision import use_precision
+    from .. import fast
+    from ..run.setup import prepare_training
     net.output.initialize(init.Normal(0.02), ctx=ctx)
-    accelerate(net)
-    use_precision(net, precision)
-    net.hybridize(static_alloc=True)
-    net.collect_params().setattr('grad_req', 'add')
-    return net, make_trainer(net, 'bertadam', lr)
+    return net, prepare_training(net, 'bertadam', lr, precision=precision, fast_path=fast)
 
 
 def d2lbert_classifier(config, ctx, lr=1e-4, precision='fp32'):

@@ -20,19 +20,15 @@ def d2lbert_model(config, max_len):
 
 
 def prepare_for_training(net, ctx, lr=1e-4, precision='fp32'):
-    """Initialize, accelerate, choose the precision, hybridize and make the trainer,
-    like `d2lbert pretrain` (D2LBERT_FUSED_KERNELS=0: the book's model)."""
+    """Initialize, then set up as `d2lbert pretrain` does (`run.setup.prepare_training`:
+    the fast path, the precision, gradients added, hybridized with static memory and
+    shapes, the trainer); D2LBERT_FUSED_KERNELS=0: the book's model."""
     from mxnet import init
-    from ..fast import accelerate
-    from ..run.optimizer import make_trainer
-    from ..run.precision import use_precision
+    from .. import fast
+    from ..run.setup import prepare_training
     net.initialize(init.Normal(0.02), ctx=ctx)
-    accelerate(net)
-    use_precision(net, precision)
-    net.collect_params().setattr('grad_req', 'add')
-    trainer = make_trainer(net, 'adam', lr)
-    net.hybridize(static_alloc=True, static_shape=True)
-    return trainer
+    return prepare_training(net, 'adam', lr, precision=precision, fast_path=fast,
+                            static_shape=True)
 
 
 def train_step(net, trainer, batch, ctx):

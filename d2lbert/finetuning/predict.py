@@ -16,7 +16,8 @@ import mxnet as mx
 from ..data.tasks import encode_task
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
-from ..run.precision import use_precision
+from ..run.setup import prepare_inference
+from .fast_choice import load_fast_path
 from .finetune_data import read_task_file_of
 from .task_model import load_task_model
 from .task_predictions import predict_encoded, task_scores_of
@@ -49,11 +50,7 @@ def predict(model, data, out, batch_size=64, plain=False, precision='fp32', over
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = read_task_file_of(info.task, data, info.labels,
                                   'class' if info.labels is not None else 'number')
-    if not plain:
-        from .. import fast  # only here: a --plain run never loads the fast path
-        fast.accelerate(net)
-    use_precision(net, precision)
-    net.hybridize(static_alloc=True)
+    prepare_inference(net, precision, load_fast_path(plain))
     encoded = encode_task(task_data, vocab, info.max_len)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
                                                  vocab.pad_id, batch_size)

@@ -23,9 +23,10 @@ from ..run.loop import Cadence, TrainingLoop
 from ..run.schedule import Schedule, TimeBudget
 from ..run.loss_scale import DynamicLossScale
 from ..run.metrics import MetricsLog
-from ..run.optimizer import OPTIMIZERS, load_trainer_states, make_trainer
+from ..run.optimizer import OPTIMIZERS, load_trainer_states
 from ..run.precision import (PRECISIONS, check_hardware, needs_loss_scaling,
-                             resolve_precision, use_precision)
+                             resolve_precision)
+from ..run.setup import prepare_training
 from ..run.step import seed_step
 from ..run.options import Options, choice, fraction, integer, number, option, optional, text
 from ..util.options import check_int
@@ -333,6 +334,15 @@ def check_budget_left(options, state, checkpoint):
                        '--minutes to continue it)')
 
 
+def fast_path_of(options, worker):
+    """The fast path to run (`d2lbert.fast`), or None: the book's model, for --plain
+    and for a worker whose kernels can't run (`Worker.kernels`)."""
+    if options.plain or not worker.kernels:
+        return None
+    from .. import fast  # only here: a --plain run never loads the fast path
+    return fast
+
+
 def pretrain(options):
     """Run pretraining; returns a summary dict (output folder, final metrics)."""
     options.validate()
@@ -352,14 +362,10 @@ def pretrain(options):
     net = BERTModel.from_config(config)
     mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
-    if not options.plain and worker.kernels:
-        from .. import fast  # only here: a --plain run never loads the fast path
-        fast.accelerate(net)
     precision = resolve_precision(options.precision, options.amp)
-    use_precision(net, precision)
-    net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
-    trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
-                           worker.kvstore)
+    trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
+                               precision, fast_path_of(options, worker), worker.kvstore,
+                               static_shape=True)  # every batch has the same shape
     loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None
     log = MetricsLog(out) if worker.is_first else None
     state = {'epoch': 0, 'index': 0, 'step': 0}
@@ -381,7 +387,6 @@ def pretrain(options):
         config.to_json_file(os.path.join(out, 'config.json'))
         save_vocab(vocab, out)
     worker.share_parameters(trainer)
-    net.hybridize(static_alloc=True, static_shape=True)
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,
                          worker.num_workers)
     try:
