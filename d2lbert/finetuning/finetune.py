@@ -29,7 +29,7 @@ from ..run.loop import Cadence, TrainingLoop
 from ..run.schedule import Schedule
 from ..run.metrics import MetricsLog
 from ..run.models import random_model_like
-from ..run.optimizer import load_trainer_states
+from ..run.optimizer import OPTIMIZERS, load_trainer_states
 from ..run.loss_scale import DynamicLossScale
 from ..run.precision import PRECISIONS, check_hardware, needs_loss_scaling
 from ..run.setup import prepare_training
@@ -55,8 +55,8 @@ EPOCHS = 3  # --epochs, unless a small training set needs more to make MIN_STEPS
 MIN_STEPS = 1000
 # the options --resume must not change
 TRAJECTORY = ('task', 'model', 'data', 'dev', 'label_type', 'batch_size', 'max_len',
-              'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'dropout', 'clip',
-              'epochs', 'seed', 'from_scratch')
+              'doc_stride', 'max_query_len', 'lr', 'warmup', 'weight_decay', 'optimizer',
+              'dropout', 'clip', 'epochs', 'seed', 'from_scratch')
 
 
 @dataclasses.dataclass
@@ -107,6 +107,8 @@ class FinetuneOptions(Options):
                            'to 0', fraction)
     weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
                                  'parameters)', number(0))
+    optimizer: str = option('bertadam', 'adam, bertadam (decoupled weight decay) or lamb',
+                            choice(OPTIMIZERS))
     dropout: float = option(None, 'dropout before the new output layer (not for SQuAD, '
                             'which has none, as the references)', optional(fraction),
                             shown_default=TASK_DROPOUT)
@@ -264,7 +266,7 @@ def finetune(options, pretrained):
     if not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
     lr = options.lr or default_lr(config)
-    trainer = prepare_training(net, 'bertadam', lr, options.weight_decay,
+    trainer = prepare_training(net, options.optimizer, lr, options.weight_decay,
                                options.precision, load_fast_path(options.plain))
     if resumes:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
