@@ -1,13 +1,13 @@
 """One fine-tuning step of d2lbert on sentence pairs, as `d2lbert finetune` runs it.
 
 The model is `BERTClassifier(bert, 3, dropout)` on a `BERTModel` of the benchmark's
-size, switched to the fast path (`d2lbert.fast.accelerate`), hybridized with static
-memory (shapes change from batch to batch), gradients added (grad_req 'add'), a
-BERTAdam trainer. The batches are the fine-tuning loop's (`training_batches`, which
-sorts lengths into buckets and pads each batch to about its longest pair).
-`finetune_step` is the body of the loop for one batch, without the learning-rate
-schedule and the logging: keep both in line with `d2lbert.finetuning.finetune`. The SQuAD
-line (`squad_d2lbert`) sets up and steps its model with the same functions.
+size, set up by the function `d2lbert finetune` calls (`run.setup.prepare_training`:
+the fast path, hybridized with static memory, gradients added, a BERTAdam trainer). The
+batches are the fine-tuning loop's (`training_batches`, which sorts lengths into
+buckets and pads each batch to about its longest pair). `finetune_step` is the body of
+the loop for one batch, without the learning-rate schedule and the logging: keep it in
+line with `d2lbert.finetuning.finetune`. The SQuAD line (`squad_d2lbert`) sets up and
+steps its model with the same functions.
 """
 CLIP = 1.0   # `d2lbert finetune --clip`'s default
 

@@ -1,11 +1,11 @@
 """One pretraining step of d2lbert, exactly as its trainer (`d2lbert pretrain`) runs it.
 
 `forward_backward` calls the fast path's `pretraining_loss` (forward, masked-LM and
-next-sentence losses, the batch packed) under `autograd.record()` and runs the backward pass, adding into
-the gradients (grad_req='add'); `optimizer_step` applies Adam and zeroes them. The
-model is hybridized with static memory and shapes, as the trainer does. The step is
-the trainer's usual one, without the training-accuracy argmax it adds on the steps
-it logs (every 10th by default).
+next-sentence losses, the batch packed) under `autograd.record()` and runs the backward
+pass, adding into the gradients (grad_req='add'); `optimizer_step` applies Adam and
+zeroes them. The model is set up by the function the trainer calls
+(`run.setup.prepare_training`). The step is the trainer's usual one, without the
+training-accuracy argmax it adds on the steps it logs (every 10th by default).
 """
 
 
