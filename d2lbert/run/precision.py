@@ -2,7 +2,7 @@
 
     precision = resolve_precision(options.precision, options.amp)   # --amp: fp16
     check_hardware(precision, ctxs)      # RunError (exit 2): one line, what is missing
-    use_precision(net, precision)        # before hybridize (`setup.py` does all three)
+    use_precision(net, precision)        # before hybridize (`setup.prepare_model` calls it)
 
 bf16 (bfloat16) runs on CPUs with avx512_bf16 or AMX and on GPUs of compute
 capability 8.0 or more; fp16 (float16) on GPUs (MXNet 1.9 has no float16 matrix
