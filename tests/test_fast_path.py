@@ -13,7 +13,9 @@ from conftest import make_model
 from d2lbert import fast
 from d2lbert.model import BERTModel
 from d2lbert.run.optimizer import make_trainer
-from d2lbert.run.step import forward_backward, optimizer_step
+from d2lbert.run.setup import prepare_inference, prepare_training
+from d2lbert.pretraining.step import forward_backward
+from d2lbert.run.step import optimizer_step
 from test_packing import on_device, pretraining_batch
 
 
@@ -89,7 +91,7 @@ def test_a_training_step_copies_nothing_from_the_device(monkeypatch):
     net = fast.accelerate(make_model('d2l', seed=9))
     net.hybridize(static_alloc=True, static_shape=True)
     net.collect_params().setattr('grad_req', 'add')
-    trainer = make_trainer(net, 'bertadam', 1e-3)
+    trainer = make_trainer(net, 'bertadam', 1e-3, fast_path=fast)
     batch = pretraining_batch(seed=10)
     forward_backward(net, [batch], [mx.cpu()], with_accuracy=False)  # warm up
     optimizer_step(net, trainer, clip=1.0)
@@ -121,3 +123,20 @@ def test_switched_off_on_purpose_it_stays_silent(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger='d2lbert'):
         fast.accelerate(net)
     assert type(net) is BERTModel and caplog.records == []
+
+
+@pytest.mark.parametrize('fast_path', [None, fast], ids=['book', 'fast'])
+def test_the_setup_switches_to_the_fast_path_it_is_handed(fast_path):
+    """`run.setup` (every command's and the bench's setup) runs the fast path only when
+    handed it: its blocks, its fused optimizer; gradients add up; the same outputs."""
+    book = make_model('d2l', seed=13)
+    net = make_model('d2l', seed=13)
+    trainer = prepare_training(net, 'bertadam', 1e-3, fast_path=fast_path)
+    assert fast.is_fast(net) == (fast_path is not None)
+    assert isinstance(trainer.optimizer, fast.FusedBERTAdam) == (fast_path is not None)
+    assert {param.grad_req for param in net.collect_params().values()} == {'add'}
+    inputs = on_device(pretraining_batch(seed=14))[:4]
+    _, *expected = book(*inputs)  # the MLM and NSP logits (the encodings differ at padding)
+    _, *actual = prepare_inference(net, 'fp32')(*inputs)
+    for ours, reference in zip(actual, expected):
+        assert_close(ours.asnumpy(), reference.asnumpy())

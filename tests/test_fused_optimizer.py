@@ -196,8 +196,12 @@ def test_make_trainer_fuses_only_on_the_fast_path():
     bert.initialize()
     net = BERTClassifier(bert, 3, 0.1)
     net.output.initialize()
-    assert not isinstance(make_trainer(net, 'bertadam').optimizer, fast.FusedUpdate)
+    assert not isinstance(make_trainer(net, 'bertadam', fast_path=fast).optimizer,
+                          fast.FusedUpdate)  # not switched to it
     fast.accelerate(net)
-    assert isinstance(make_trainer(net, 'bertadam').optimizer, fast.FusedBERTAdam)
-    assert isinstance(make_trainer(net, 'adam').optimizer, fast.FusedAdam)
-    assert not isinstance(make_trainer(net, 'lamb').optimizer, fast.FusedUpdate)
+    assert not isinstance(make_trainer(net, 'bertadam').optimizer, fast.FusedUpdate)
+    assert isinstance(make_trainer(net, 'bertadam', fast_path=fast).optimizer,
+                      fast.FusedBERTAdam)
+    assert isinstance(make_trainer(net, 'adam', fast_path=fast).optimizer, fast.FusedAdam)
+    assert not isinstance(make_trainer(net, 'lamb', fast_path=fast).optimizer,
+                          fast.FusedUpdate)

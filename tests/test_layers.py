@@ -3,6 +3,7 @@ a reader's model never depends on the fast path, the data pipeline or training; 
 layer is shared by pretraining and fine-tuning, which never import each other."""
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ ALLOWED = {
     'model': {'util'},
     'fast': {'model', 'util'},
     'data': {'util'},
-    'run': {'model', 'fast', 'data', 'util'},
+    'run': {'model', 'data', 'util'},  # the fast path is handed in (`run/setup.py`)
     'pretraining': {'run', 'model', 'fast', 'data', 'util'},
     'finetuning': {'run', 'model', 'fast', 'data', 'util'},
 }
@@ -92,6 +93,7 @@ def test_layers_import_in_one_direction():
                                         ('data/vocab.py', 'from ..run import step'),
                                         ('fast/model.py', 'import d2lbert.data'),
                                         ('run/step.py', 'from ..finetuning import task_step'),
+                                        ('run/setup.py', 'from .. import fast'),
                                         ('finetuning/finetune.py',
                                          'from ..pretraining.pretrain import pretrain'),
                                         ('pretraining/pretrain.py',
@@ -121,3 +123,29 @@ def test_lazy_top_level_names_load_their_layer():
     assert d2lbert.load_pretrained is interop.load_pretrained and d2lbert.try_gpu is run.try_gpu
     with pytest.raises(AttributeError, match='no_such_name'):
         d2lbert.no_such_name
+
+
+def calls_of(text, name):
+    """The lines of the calls of a function or method `name` in a module's source."""
+    return [node.lineno for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Call)
+            and name in (getattr(node.func, 'id', None), getattr(node.func, 'attr', None))]
+
+
+def test_the_fast_path_is_handed_to_the_run_layer():
+    """run/ never asks which modules were imported (`sys.modules`): whoever runs the fast
+    path hands it in, and `run/setup.py` is the one place outside fast/ that switches a
+    model to it."""
+    texts = sources()
+    assert [path for path, text in texts.items()
+            if path.startswith('run' + os.sep) and 'sys.modules' in text] == []
+    callers = {path: len(calls_of(text, 'accelerate')) for path, text in texts.items()
+               if not path.startswith('fast' + os.sep) and calls_of(text, 'accelerate')}
+    assert callers == {os.path.join('run', 'setup.py'): 1}
+
+
+def test_the_book_model_says_nothing_of_the_fast_path():
+    """model/ (the book's blocks, mixed precision included) names neither the fast path
+    nor its kernels: precision and the fast path meet through `link_reduced_layers`."""
+    mention = re.compile(r'd2lbert\.fast|\bfast path|\bfast\.|kernel|accelerat', re.I)
+    assert [f'{path}: {found.group()}' for path, text in sources().items()
+            if path.startswith('model' + os.sep) for found in mention.finditer(text)] == []

@@ -22,7 +22,7 @@ from d2lbert.model.precision import BFLOAT16, cast, compute_in
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
 from d2lbert.run import precision as run_precision
 from d2lbert.run.optimizer import make_trainer
-from d2lbert.run.step import forward_backward
+from d2lbert.pretraining.step import forward_backward
 from test_cli_flags import run_main
 
 npx.set_np()
@@ -231,6 +231,50 @@ def test_the_fast_add_norms_take_the_sublayers_bfloat16_outputs():
             assert not getattr(block.norm1, 'takes_reduced', False)
             assert getattr(block.attention.output, 'casts_output', True)
             assert getattr(block.ffn.dense2, 'casts_output', True)
+
+
+@pytest.mark.parametrize('precision', ['bf16', 'fp16'])
+def test_precision_and_the_fast_path_commute(precision):
+    """`use_precision` before `fast.accelerate` makes the model that after makes: every
+    block's class, compute type and casts (the FFN's hidden layer and the add & norms'
+    inputs left reduced); under bf16 (where the CPU has it) the same outputs."""
+    from d2lbert import fast
+    from d2lbert.model import BERTClassifier
+    from d2lbert.model.precision import COMPUTE_DTYPES, compute_dtype
+
+    def model(precision_first):
+        mx.random.seed(0)
+        bert = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
+                                                    num_heads=2, num_layers=2, dropout=0.0))
+        net = BERTClassifier(bert, 3, 0.0)
+        net.initialize(init.Normal(0.02))
+        switches = [lambda: run_precision.use_precision(net, precision),
+                    lambda: fast.accelerate(net)]
+        for switch in switches if precision_first else reversed(switches):
+            switch()
+        return net
+
+    def blocks(net):
+        found = []
+        net.apply(lambda block: found.append((
+            type(block).__name__, str(compute_dtype(block)),
+            *(getattr(block, flag, None)
+              for flag in ('casts_input', 'casts_output', 'takes_reduced')))))
+        return found
+
+    first, second = model(True), model(False)
+    assert blocks(first) == blocks(second)
+    dtype = str(COMPUTE_DTYPES[run_precision.PRECISIONS[precision]])
+    assert ('FusedMultiHeadAttention', dtype) in [
+        found[:2] for found in blocks(first)]
+    if precision == 'bf16':
+        assert any(found[0] == 'FusedAddNorm' and found[4] for found in blocks(first))
+    if precision == 'bf16' and HAS_BF16:
+        tokens = mx.np.array(onp.random.default_rng(0).integers(0, 100, (2, 8)),
+                             dtype='int32')
+        segments, valid_lens = mx.np.zeros_like(tokens), mx.np.array([8, 5])
+        onp.testing.assert_array_equal(first(tokens, segments, valid_lens).asnumpy(),
+                                       second(tokens, segments, valid_lens).asnumpy())
 
 
 @needs_bf16

@@ -23,7 +23,8 @@ from d2lbert.run.metrics import IntervalMeans
 from d2lbert.run.optimizer import make_trainer
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain, warmup_steps
 from d2lbert.run.errors import RunError, TrainingDiverged
-from d2lbert.run.step import forward_backward, optimizer_step
+from d2lbert.pretraining.step import forward_backward
+from d2lbert.run.step import optimizer_step
 from conftest import kill_after_logged_steps
 from test_cli_flags import run_main
 

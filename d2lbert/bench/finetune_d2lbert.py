@@ -1,13 +1,13 @@
 """One fine-tuning step of d2lbert on sentence pairs, as `d2lbert finetune` runs it.
 
 The model is `BERTClassifier(bert, 3, dropout)` on a `BERTModel` of the benchmark's
-size, switched to the fast path (`d2lbert.fast.accelerate`), hybridized with static
-memory (shapes change from batch to batch), gradients added (grad_req 'add'), a
-BERTAdam trainer. The batches are the fine-tuning loop's (`training_batches`, which
-sorts lengths into buckets and pads each batch to about its longest pair).
-`finetune_step` is the body of the loop for one batch, without the learning-rate
-schedule and the logging: keep both in line with `d2lbert.finetuning.finetune`. The SQuAD
-line (`squad_d2lbert`) sets up and steps its model with the same functions.
+size, set up by the function `d2lbert finetune` calls (`run.setup.prepare_training`:
+the fast path, hybridized with static memory, gradients added, a BERTAdam trainer). The
+batches are the fine-tuning loop's (`training_batches`, which sorts lengths into
+buckets and pads each batch to about its longest pair). `finetune_step` is the body of
+the loop for one batch, without the learning-rate schedule and the logging: keep it in
+line with `d2lbert.finetuning.finetune`. The SQuAD line (`squad_d2lbert`) sets up and
+steps its model with the same functions.
 """
 CLIP = 1.0   # `d2lbert finetune --clip`'s default
 
@@ -27,18 +27,14 @@ def d2lbert_bert(config, ctx):
 
 def ready_to_train(net, ctx, lr=1e-4, precision='fp32'):
     """`net` (a task model on an initialized BERT) and its trainer, set up as
-    `d2lbert finetune` does: the new output layer initialized, the fast path,
-    hybridized, gradients added, BERTAdam; matrix products in `precision`."""
+    `d2lbert finetune` does: the new output layer initialized, then
+    `run.setup.prepare_training` (the fast path, matrix products in `precision`,
+    hybridized, gradients added, BERTAdam)."""
     from mxnet import init
-    from ..fast import accelerate
-    from ..run.optimizer import make_trainer
-    from ..run.precision import use_precision
+    from .. import fast
+    from ..run.setup import prepare_training
     net.output.initialize(init.Normal(0.02), ctx=ctx)
-    accelerate(net)
-    use_precision(net, precision)
-    net.hybridize(static_alloc=True)
-    net.collect_params().setattr('grad_req', 'add')
-    return net, make_trainer(net, 'bertadam', lr)
+    return net, prepare_training(net, 'bertadam', lr, precision=precision, fast_path=fast)
 
 
 def d2lbert_classifier(config, ctx, lr=1e-4, precision='fp32'):

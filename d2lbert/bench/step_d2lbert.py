@@ -1,11 +1,11 @@
 """One pretraining step of d2lbert, exactly as its trainer (`d2lbert pretrain`) runs it.
 
 `forward_backward` calls the fast path's `pretraining_loss` (forward, masked-LM and
-next-sentence losses, the batch packed) under `autograd.record()` and runs the backward pass, adding into
-the gradients (grad_req='add'); `optimizer_step` applies Adam and zeroes them. The
-model is hybridized with static memory and shapes, as the trainer does. The step is
-the trainer's usual one, without the training-accuracy argmax it adds on the steps
-it logs (every 10th by default).
+next-sentence losses, the batch packed) under `autograd.record()` and runs the backward
+pass, adding into the gradients (grad_req='add'); `optimizer_step` applies Adam and
+zeroes them. The model is set up by the function the trainer calls
+(`run.setup.prepare_training`). The step is the trainer's usual one, without the
+training-accuracy argmax it adds on the steps it logs (every 10th by default).
 """
 
 
@@ -20,24 +20,21 @@ def d2lbert_model(config, max_len):
 
 
 def prepare_for_training(net, ctx, lr=1e-4, precision='fp32'):
-    """Initialize, accelerate, choose the precision, hybridize and make the trainer,
-    like `d2lbert pretrain` (D2LBERT_FUSED_KERNELS=0: the book's model)."""
+    """Initialize, then set up as `d2lbert pretrain` does (`run.setup.prepare_training`:
+    the fast path, the precision, gradients added, hybridized with static memory and
+    shapes, the trainer); D2LBERT_FUSED_KERNELS=0: the book's model."""
     from mxnet import init
-    from ..fast import accelerate
-    from ..run.optimizer import make_trainer
-    from ..run.precision import use_precision
+    from .. import fast
+    from ..run.setup import prepare_training
     net.initialize(init.Normal(0.02), ctx=ctx)
-    accelerate(net)
-    use_precision(net, precision)
-    net.collect_params().setattr('grad_req', 'add')
-    trainer = make_trainer(net, 'adam', lr)
-    net.hybridize(static_alloc=True, static_shape=True)
-    return trainer
+    return prepare_training(net, 'adam', lr, precision=precision, fast_path=fast,
+                            static_shape=True)
 
 
 def train_step(net, trainer, batch, ctx):
     """forward + both losses + backward + Adam update, on one host batch."""
-    from ..run.step import forward_backward, optimizer_step
+    from ..pretraining.step import forward_backward
+    from ..run.step import optimizer_step
     forward_backward(net, [batch], [ctx], with_accuracy=False)
     optimizer_step(net, trainer, clip=None)
 

@@ -13,6 +13,7 @@ either loads into the other, and both compute the same numbers:
 * `FusedMultiHeadAttention` (`attention.py`): scores, masked softmax, dropout and
   weighted sum in one C++ operator (`kernels/attention.cc`);
 * `FusedAddNorm`, `FusedLayerNorm` (`layer_norm.py`): add & norm in one pass;
+  `LinkedEncoderBlock` hands them its sublayers' bfloat16 outputs uncast;
 * `FusedBERTEncoder` (`encoder.py`): the input embedding in one operator, and the
   encoder on packed rows (the valid tokens only);
 * `FastBERTModel` (`model.py`): the pretraining losses as one graph
@@ -20,7 +21,7 @@ either loads into the other, and both compute the same numbers:
   (`mlm_loss.py`);
 * `FusedAdam`, `FusedBERTAdam` (`optimizer.py`): the optimizer's step, clipping,
   update and zeroing the gradients in one pass over each parameter; the trainer of a
-  model on the fast path uses them (`d2lbert.run.optimizer.make_trainer`).
+  model on the fast path uses them (`d2lbert.run.setup` asks `fused_optimizer`).
 
 The kernels are CPU code (`kernels/`, compiled on first use). Where they can't run
 (D2LBERT_FUSED_KERNELS=0, no compiler, a model on a GPU or in float16),
@@ -31,17 +32,19 @@ import logging
 import numpy as onp
 from mxnet.gluon import nn
 
-from ..model import AddNorm, BERTEncoder, BERTModel, MultiHeadAttention
+from ..model import (AddNorm, BERTEncoder, BERTModel, MultiHeadAttention,
+                     TransformerEncoderBlock)
+from ..model.precision import book_class, link_reduced_layers
 from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
-from .layer_norm import FusedAddNorm, FusedLayerNorm
+from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedBERTAdam, FusedUpdate, fused_optimizer
 
 FAST_BLOCKS = {MultiHeadAttention: FusedMultiHeadAttention, AddNorm: FusedAddNorm,
-               nn.LayerNorm: FusedLayerNorm, BERTEncoder: FusedBERTEncoder,
-               BERTModel: FastBERTModel}
+               nn.LayerNorm: FusedLayerNorm, TransformerEncoderBlock: LinkedEncoderBlock,
+               BERTEncoder: FusedBERTEncoder, BERTModel: FastBERTModel}
 
 logger = logging.getLogger('d2lbert')
 
@@ -59,12 +62,13 @@ def accelerate(net):
             logger.warning("d2lbert: %s: running the book's model (d2lbert.model)", reason)
         return net
     net.apply(to_fast_block)
+    link_reduced_layers(net)  # if mixed precision came first (`model.precision`)
     return net
 
 
 def to_fast_block(block):
-    """Give `block` its fast class, if its class has one (for `Block.apply`)."""
-    fast_class = FAST_BLOCKS.get(type(block))
+    """Give `block` its fast class, if its book class has one (for `Block.apply`)."""
+    fast_class = FAST_BLOCKS.get(book_class(block))
     if fast_class is not None:
         block.__class__ = fast_class
 

@@ -1,9 +1,9 @@
-"""LayerNorm and add & norm on d2lbert's kernels."""
+"""LayerNorm and add & norm on d2lbert's kernels, and the encoder block that hands its
+add & norms bfloat16 inputs."""
 from mxnet.gluon import nn
 
 from ..model.add_norm import AddNorm
-from ..model.precision import (COMPUTE_DTYPES, ReducedPrecisionDense, blocks_of, cast,
-                               compute_dtype)
+from ..model.precision import COMPUTE_DTYPES, ReducedPrecisionDense, cast, compute_dtype
 from ..model.transformer import TransformerEncoderBlock
 from . import kernels
 
@@ -27,7 +27,7 @@ class FusedAddNorm(AddNorm):
     operators forward, three backward).
 
     Y, the sublayer's output, may be bfloat16 (`takes_reduced`, set by
-    `keep_residual_branches_reduced`): the kernel reads it as it is and forms the sum
+    `LinkedEncoderBlock`): the kernel reads it as it is and forms the sum
     in float32; where the kernel can't run, Y is cast to float32 first."""
     takes_reduced = False
 
@@ -43,17 +43,19 @@ class FusedAddNorm(AddNorm):
         return Z.as_np_ndarray()
 
 
-def keep_residual_branches_reduced(net):
-    """Under bfloat16, have each encoder block's two sublayers (attention, FFN) hand
-    their output layer's bfloat16 product to the block's `FusedAddNorm` as it is: the
-    cast of a (tokens, num_hiddens) array fewer after each sublayer, and of its
-    gradient before. Call after `model.precision.compute_in`; returns net."""
-    for block in blocks_of(net, TransformerEncoderBlock):
-        if compute_dtype(block) != COMPUTE_DTYPES['bfloat16']:
-            continue
-        for dense, norm in ((block.attention.output, block.norm1),
-                            (block.ffn.dense2, block.norm2)):
+class LinkedEncoderBlock(TransformerEncoderBlock):
+    """`TransformerEncoderBlock` (same parameters, same forward) whose two sublayers
+    (attention, FFN) hand their output layer's bfloat16 product to the block's
+    `FusedAddNorm` as it is, under bfloat16: the cast of a (tokens, num_hiddens) array
+    fewer after each sublayer, and of its gradient before."""
+    def link_reduced_layers(self):
+        """Set that up, if the block computes in bfloat16 (for
+        `model.precision.link_reduced_layers`, which `compute_in` and `accelerate` call,
+        whichever comes last)."""
+        if compute_dtype(self) != COMPUTE_DTYPES['bfloat16']:
+            return
+        for dense, norm in ((self.attention.output, self.norm1),
+                            (self.ffn.dense2, self.norm2)):
             if isinstance(dense, ReducedPrecisionDense) and isinstance(norm, FusedAddNorm):
                 dense.casts_output = False
                 norm.takes_reduced = True
-    return net

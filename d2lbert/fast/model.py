@@ -33,6 +33,16 @@ class FastBERTModel(BERTModel):
         return objective(tokens, segments, valid_lens, pred_positions, mlm_weights,
                          mlm_labels, nsp_labels, *packing_input)
 
+    def packing_inputs(self, batch):
+        """The inputs `pretraining_loss` takes besides a host `PretrainingBatch`'s arrays:
+        {'token_index': ..., 'slot_index': ...} (host arrays, `PretrainingBatch.token_index`
+        and `.slot_index`), or {} for a batch that can't be packed (a prediction slot
+        points at padding)."""
+        token_index = batch.token_index()
+        if token_index is None:
+            return {}
+        return {'token_index': token_index, 'slot_index': batch.slot_index()}
+
     def objective(self, with_accuracy=False, packed=False):
         """The (cached) `PretrainingObjective` of this model, hybridized like it."""
         key = (with_accuracy, packed)

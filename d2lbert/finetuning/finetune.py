@@ -26,17 +26,19 @@ from ..run.devices import check_devices, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
 from ..run.folder import prepare_out_dir, record_run
-from ..run.loop import Cadence, Schedule, TrainingLoop
+from ..run.loop import Cadence, TrainingLoop
+from ..run.schedule import Schedule
 from ..run.metrics import MetricsLog
 from ..run.models import random_model_like
-from ..run.optimizer import load_trainer_states, make_trainer
+from ..run.optimizer import load_trainer_states
 from ..run.loss_scale import DynamicLossScale
-from ..run.precision import (check_hardware, needs_loss_scaling,
-                             use_precision)
+from ..run.precision import check_hardware, needs_loss_scaling
+from ..run.setup import prepare_training
 from ..run.step import seed_step
 from ..run.options import choice, fraction, integer, number, option, optional, text
 from ..run.training_options import TrainingOptions
 from ..util.options import flag
+from .fast_choice import load_fast_path
 from .labelled_task import read_labelled_task
 from .qa_task import read_qa_task
 from .task_model import (POOLINGS, TASK_FILE, build_task_model, read_task_info,
@@ -233,14 +235,9 @@ def finetune(options, pretrained):
     record_run(out, 'finetune', options)  # the run has started (data read, model built)
     if not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
-    if not options.plain:
-        from .. import fast  # only here: a --plain run never loads the fast path
-        fast.accelerate(net)
-    use_precision(net, options.precision)
-    net.hybridize(static_alloc=True)
-    net.collect_params().setattr('grad_req', 'add')
     lr = options.lr or default_lr(config)
-    trainer = make_trainer(net, options.optimizer, lr, options.weight_decay)
+    trainer = prepare_training(net, options.optimizer, lr, options.weight_decay,
+                               options.precision, load_fast_path(options.plain))
     if resumes:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))
     steps_per_epoch = math.ceil(len(task.train) / options.batch_size)

@@ -18,8 +18,10 @@ from ..data.tasks import encode_task
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
 from ..run.options import Options, choice, integer, option, optional, text
-from ..run.precision import INFERENCE_PRECISIONS, use_precision
+from ..run.precision import INFERENCE_PRECISIONS
+from ..run.setup import prepare_inference
 from ..util.options import flag
+from .fast_choice import load_fast_path
 from .task_model import load_task_model
 from .task_predictions import predict_encoded, task_scores_of
 from .tasks import TASKS
@@ -89,11 +91,7 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = TASKS[info.task].reader.file(data, info.labels, 'class' if info.labels
                                               is not None else 'number')
-    if not plain:
-        from .. import fast  # only here: a --plain run never loads the fast path
-        fast.accelerate(net)
-    use_precision(net, precision)
-    net.hybridize(static_alloc=True)
+    prepare_inference(net, precision, load_fast_path(plain))
     encoded = encode_task(task_data, vocab, info.max_len)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
                                                  vocab.pad_id, batch_size)

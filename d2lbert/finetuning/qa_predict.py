@@ -16,7 +16,8 @@ from tqdm import tqdm
 from ..data.squad import SquadExample, make_windows, qa_batch, read_squad
 from ..data.tasks import padded_length
 from ..run.models import model_folder
-from ..run.precision import use_precision
+from ..run.setup import prepare_inference
+from .fast_choice import load_fast_path
 from .qa_predictions import NULL_THRESHOLD, best_answers, write_prediction_files
 from .squad_metric import gold_answers, squad_evaluate
 from .task_model import load_task_model
@@ -62,12 +63,7 @@ def load_qa_model(model, plain=False, precision='fp32'):
     if info.head != 'question_answering':
         raise ValueError(f'--model {model} is a {info.task!r} model ({info.head}), not a '
                          'question-answering one (d2lbert finetune --task squad2 or squad1)')
-    if not plain:
-        from .. import fast  # only here: a --plain run never loads the fast path
-        fast.accelerate(net)
-    use_precision(net, precision)
-    net.hybridize(static_alloc=True)
-    return net, vocab, info
+    return prepare_inference(net, precision, load_fast_path(plain)), vocab, info
 
 
 def is_labelled(examples):

@@ -1,6 +1,5 @@
 """The book's BERT: plain Gluon `HybridBlock`s on MXNet's operators, the code the
-chapters print. It imports nothing of d2lbert but `util`; the fast path
-(`d2lbert.fast`) builds on it.
+chapters print. It imports nothing of d2lbert but `util`.
 
 In reading order: :mod:`.config`, :mod:`.attention`, :mod:`.add_norm`,
 :mod:`.transformer`, :mod:`.encoder`, :mod:`.heads`, :mod:`.bert`; for fine-tuning

@@ -1,8 +1,7 @@
 """Mixed precision: the model's matrix products in bfloat16 or float16, everything
 else in float32.
 
-    compute_in(net, 'bfloat16')     # after net.initialize and d2lbert.fast.accelerate
-                                    # (it finds the book's classes), before hybridize
+    compute_in(net, 'bfloat16')     # before net.hybridize()
 
 A matrix product is where reduced precision pays: a CPU with avx512_bf16 multiplies
 bfloat16 matrices about twice as fast as float32 ones, a GPU's tensor cores float16
@@ -19,8 +18,11 @@ updates them, checkpoints save them) and casts around each product instead: its
 inputs and parameters to the compute type, its output back to float32. The cast's
 backward casts the gradient back, so every gradient arrives in float32 too. Each
 block keeps its class's parameters and names; `compute_in` gives the blocks that
-multiply matrices a subclass that casts (as `d2lbert.fast.accelerate` does for its
-kernels) and records the compute type on every block (`compute_dtype`).
+multiply matrices a subclass that casts (`book_class` sees through it) and records
+the compute type on every block (`compute_dtype`). A block whose layers can pass
+values to each other in the compute type, without casting them to float32 and back,
+sets that up in its method `link_reduced_layers` (`ReducedPrecisionFFN`), which
+`compute_in` calls last.
 """
 import math
 
@@ -110,7 +112,7 @@ class ReducedPrecisionFFN(PositionWiseFFN):
     stays in the compute type from `dense1` through ReLU (oneDNN has a bfloat16 ReLU)
     to `dense2`: two casts fewer each way. With GELU (no bfloat16 GELU in MXNet 1.9)
     the dense layers cast around themselves, as everywhere."""
-    def keep_hidden_reduced(self):
+    def link_reduced_layers(self):
         """Tell the two dense layers to pass the hidden layer in the compute type."""
         if isinstance(self.activation, nn.Activation):  # ReLU
             self.dense1.casts_output = self.dense2.casts_input = False
@@ -163,6 +165,13 @@ REDUCED_PRECISION_BLOCKS = {nn.Dense: ReducedPrecisionDense,
                             PositionWiseFFN: ReducedPrecisionFFN,
                             MultiHeadAttention: ReducedPrecisionAttention,
                             MaskLMDecoder: ReducedPrecisionMaskLMDecoder}
+BOOK_CLASSES = {casting: book for book, casting in REDUCED_PRECISION_BLOCKS.items()}
+
+
+def book_class(block):
+    """The class `block` had before `compute_in` gave it a casting subclass: its own
+    class if it has none."""
+    return BOOK_CLASSES.get(type(block), type(block))
 
 
 def compute_in(net, dtype):
@@ -170,8 +179,7 @@ def compute_in(net, dtype):
     'float16'), in place; returns `net`. Its parameters stay float32.
 
     Blocks of the book's classes get their casting subclass; every block records
-    `compute_dtype`, which the fast path's blocks (`d2lbert.fast`) read too. Call it
-    after `d2lbert.fast.accelerate`, which looks for the book's classes."""
+    `compute_dtype`, which any block may read; then `link_reduced_layers`."""
     dtype = COMPUTE_DTYPES[dtype]
 
     def record(block):
@@ -184,9 +192,6 @@ def compute_in(net, dtype):
         if isinstance(block, ReducedPrecisionDense):
             block.__class__ = nn.Dense
 
-    def keep_hidden_reduced(block):
-        if isinstance(block, ReducedPrecisionFFN):
-            block.keep_hidden_reduced()
     net.apply(record)
     for block in blocks_of(net, NextSentenceClassifier):
         block.apply(keep_float32)
@@ -194,7 +199,15 @@ def compute_in(net, dtype):
         for layer in (head.output, getattr(head, 'pooler', None)):
             if layer is not None:
                 layer.apply(keep_float32)
-    net.apply(keep_hidden_reduced)
+    return link_reduced_layers(net)
+
+
+def link_reduced_layers(net):
+    """Call `link_reduced_layers()` of every block of `net` that has that method (a
+    block whose layers pass values to each other in the compute type, uncast); returns
+    net. `compute_in` calls it, and so should whatever changes blocks' classes after it."""
+    net.apply(lambda block: block.link_reduced_layers()
+              if hasattr(block, 'link_reduced_layers') else None)
     return net
 
 

@@ -6,7 +6,7 @@ from mxnet import np
 
 from ..data.subwords import continuation_ids
 from ..run.devices import to_device
-from ..run.step import shard_losses
+from .step import shard_losses
 
 
 def evaluate(net, data_iter, ctx, max_batches=None):

@@ -19,19 +19,21 @@ from ..run.devices import check_devices, training_contexts
 from ..run.errors import RunError
 from ..run.files import disk_fault
 from ..run.folder import prepare_out_dir, record_run
-from ..run.loop import Cadence, Schedule, TimeBudget, TrainingLoop
+from ..run.loop import Cadence, TrainingLoop
+from ..run.schedule import Schedule, TimeBudget
 from ..run.loss_scale import DynamicLossScale
 from ..run.metrics import MetricsLog
-from ..run.optimizer import load_trainer_states, make_trainer
-from ..run.precision import (check_hardware, needs_loss_scaling,
-                             resolve_precision, use_precision)
-from ..run.step import forward_backward, seed_step
+from ..run.optimizer import load_trainer_states
+from ..run.precision import check_hardware, needs_loss_scaling, resolve_precision
+from ..run.setup import prepare_training
+from ..run.step import seed_step
 from ..run.options import choice, integer, number, option, optional, text
 from ..run.training_options import TrainingOptions
 from ..util.options import check_int
 from .collapse import collapse_warning
 from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
 from .evaluate import evaluate
+from .step import forward_backward
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
@@ -307,6 +309,15 @@ def check_budget_left(options, state, checkpoint):
                        '--minutes to continue it)')
 
 
+def fast_path_of(options, worker):
+    """The fast path to run (`d2lbert.fast`), or None: the book's model, for --plain
+    and for a worker whose kernels can't run (`Worker.kernels`)."""
+    if options.plain or not worker.kernels:
+        return None
+    from .. import fast  # only here: a --plain run never loads the fast path
+    return fast
+
+
 def pretrain(options):
     """Run pretraining; returns a summary dict (output folder, final metrics)."""
     options.validate()
@@ -326,14 +337,10 @@ def pretrain(options):
     net = BERTModel.from_config(config)
     mx.random.seed(options.seed)
     net.initialize(init.Normal(0.02), ctx=ctxs)
-    if not options.plain and worker.kernels:
-        from .. import fast  # only here: a --plain run never loads the fast path
-        fast.accelerate(net)
     precision = resolve_precision(options.precision, options.amp)
-    use_precision(net, precision)
-    net.collect_params().setattr('grad_req', 'add')  # gradients of all micro-batches add up
-    trainer = make_trainer(net, options.optimizer, options.lr, options.weight_decay,
-                           worker.kvstore)
+    trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
+                               precision, fast_path_of(options, worker), worker.kvstore,
+                               static_shape=True)  # every batch has the same shape
     loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None
     log = MetricsLog(out) if worker.is_first else None
     state = {'epoch': 0, 'index': 0, 'step': 0}
@@ -355,7 +362,6 @@ def pretrain(options):
         config.to_json_file(os.path.join(out, 'config.json'))
         save_vocab(vocab, out)
     worker.share_parameters(trainer)
-    net.hybridize(static_alloc=True, static_shape=True)
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,
                          worker.num_workers)
     try:

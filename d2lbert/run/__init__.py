@@ -7,10 +7,10 @@ folder swaps), :mod:`.folder` (the run folder: new or empty, locked, resumed onl
 same command and options), :mod:`.models` (which model a folder means),
 :mod:`.checkpoint` (atomic checkpoints and model folders), :mod:`.step` (one
 data-parallel step: clipping, update, seeds), :mod:`.loop` (the training loop that
-pretraining and fine-tuning both run), :mod:`.loss_scale` (float16 loss scaling),
-:mod:`.optimizer` (optimizers, learning-rate schedule), :mod:`.metrics` (metrics.jsonl,
-loss.png), :mod:`.devices` (usable GPUs), :mod:`.precision` (`--precision`: the hardware
-it needs, applying it).
+pretraining and fine-tuning both run), :mod:`.schedule` (how long a run trains, its
+learning rate), :mod:`.loss_scale` (float16 loss scaling), :mod:`.optimizer`
+(optimizers), :mod:`.metrics` (metrics.jsonl, loss.png), :mod:`.devices` (usable GPUs),
+:mod:`.precision` (`--precision`: the hardware it needs, applying it).
 """
 from .devices import try_all_gpus, try_gpu
 

@@ -19,8 +19,8 @@ import os
 class IntervalMeans:
     """Means of per-step metrics over the steps since the last `pop_means()`.
 
-    The per-step values are scalar device arrays (as `step.forward_backward` returns
-    them); they are summed on the device, so a step costs no device-to-host copy.
+    The per-step values are scalar device arrays (as `pretraining.step.forward_backward`
+    returns them); they are summed on the device, so a step costs no device-to-host copy.
     """
 
     def __init__(self, names):

@@ -1,7 +1,5 @@
-"""Optimizer and learning-rate schedule."""
+"""Optimizers and the trainer that runs them."""
 from mxnet import gluon
-
-from .accelerated import loaded_fast
 
 # adam: MXNet's Adam (weight decay added to the gradient); bertadam: GluonNLP's
 # BERTAdam (decoupled weight decay, as Google's BERT); lamb: MXNet's LAMB
@@ -14,12 +12,14 @@ def no_decay(name):
     return name.endswith(('bias', 'gamma', 'beta'))
 
 
-def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='device'):
+def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='device',
+                 fast_path=None):
     """A Gluon Trainer whose update does not depend on the number of devices.
 
     `update_on_kvstore=False` lets us all-reduce (sum) the gradients, clip them and
-    then update, in three explicit steps (see `step.optimizer_step`). A model on the
-    fast path (`fast.accelerate`) gets the fused variant of Adam and BERTAdam
+    then update, in three explicit steps (see `step.optimizer_step`). fast_path: the
+    fast path that switched net (`d2lbert.fast`, handed in by whoever switched it, see
+    `setup.py`), or None; a model on it gets its fused variant of Adam and BERTAdam
     (`fast.optimizer`): the same update, clipping and zeroing in one pass.
     """
     if optimizer not in OPTIMIZERS:
@@ -30,9 +30,8 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
             param.wd_mult = 0.0
     import gluonnlp  # noqa: F401  (registers the 'bertadam' optimizer)
     options = {'learning_rate': lr, 'wd': weight_decay}
-    fast = loaded_fast()  # None: nothing was accelerated, so neither is net
-    fused = (fast.fused_optimizer(optimizer, **options)
-             if fast is not None and fast.is_fast(net) else None)
+    fused = (fast_path.fused_optimizer(optimizer, **options)
+             if fast_path is not None and fast_path.is_fast(net) else None)
     if fused is not None:
         return gluon.Trainer(params, fused, kvstore=kvstore, update_on_kvstore=False)
     return gluon.Trainer(params, optimizer, options, kvstore=kvstore,
@@ -52,14 +51,3 @@ def load_trainer_states(trainer, path):
     trainer.load_states(path)
     trainer.optimizer.__class__ = chosen
     trainer.optimizer.aggregate_num = aggregate_num
-
-
-def learning_rate(step, base_lr, warmup_steps, total_steps):
-    """Linear warmup to base_lr over warmup_steps, then linear decay to 0 at total_steps.
-
-    step counts from 1 (the first update).
-    """
-    if warmup_steps and step <= warmup_steps:
-        return base_lr * step / warmup_steps
-    remaining = max(total_steps - step, 0) / max(total_steps - warmup_steps, 1)
-    return base_lr * remaining

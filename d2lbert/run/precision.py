@@ -2,7 +2,7 @@
 
     precision = resolve_precision(options.precision, options.amp)   # --amp: fp16
     check_hardware(precision, ctxs)      # RunError (exit 2): one line, what is missing
-    use_precision(net, precision)        # after accelerate, before hybridize
+    use_precision(net, precision)        # before hybridize (`setup.prepare_model` calls it)
 
 bf16 (bfloat16) runs on CPUs with avx512_bf16 or AMX and on GPUs of compute
 capability 8.0 or more; fp16 (float16) on GPUs (MXNet 1.9 has no float16 matrix
@@ -13,7 +13,6 @@ smallest numbers are far larger than bfloat16's, so small gradients would underf
 import mxnet as mx
 
 from ..model.precision import compute_in
-from .accelerated import loaded_fast
 from .errors import RunError
 
 PRECISIONS = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
@@ -81,12 +80,9 @@ def gpu_capability(device):
 
 def use_precision(net, precision):
     """Have `net`'s matrix products compute in `precision`; its parameters stay
-    float32 (`d2lbert.model.precision.compute_in`); on the fast path the encoder
-    blocks' add & norm take their sublayers' bfloat16 outputs as they are
-    (`fast.layer_norm.keep_residual_branches_reduced`). Returns net."""
-    compute_in(net, PRECISIONS[precision])
-    fast = loaded_fast()  # only a model that something accelerated has FusedAddNorms
-    return net if fast is None else fast.layer_norm.keep_residual_branches_reduced(net)
+    float32 (`d2lbert.model.precision.compute_in`; before or after the fast path's
+    switch, the same model). Returns net."""
+    return compute_in(net, PRECISIONS[precision])
 
 
 def needs_loss_scaling(precision):
