@@ -66,3 +66,21 @@ def test_every_commands_options_live_with_the_command():
     assert not [node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     assert not [node for node in ast.walk(tree) if isinstance(node, ast.Call)
                 and getattr(node.func, 'id', None) == 'option']
+
+
+def functions_longer_than(limit):
+    """(file, function, lines) of every function or method of the package longer than
+    `limit` lines (its decorators, signature, docstring and body)."""
+    long = []
+    for path in PACKAGE.rglob('*.py'):
+        for node in ast.walk(ast.parse(path.read_text(encoding='utf-8'))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    long.append((str(path.relative_to(PACKAGE)), node.name, lines))
+    return long
+
+
+def test_no_function_is_over_60_lines():
+    """A function a student can hold in their head: none of the package's over 60 lines."""
+    assert functions_longer_than(60) == []
