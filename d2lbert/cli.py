@@ -38,7 +38,7 @@ def run_pretrain(args):
     """Every flag is checked (by `PretrainOptions`) before anything is read or written."""
     from .pretraining.pretrain import pretrain
     options = command_options(PretrainOptions, args, 'pretrain')
-    summary = pretrain(options)
+    summary = pretrain(options, start_model(options))
     if summary['rank'] != 0:  # another worker of the job writes the results
         return
     if 'minutes' in summary:
@@ -46,6 +46,19 @@ def run_pretrain(args):
               f'{summary["minutes"]:g} minutes (--minutes).')
     print(f'\nDone. Results in {summary["out"]}/: checkpoints/, metrics.jsonl, loss.png.\n'
           f'Encode text with it:  d2lbert encode --model {summary["out"]} "some text"')
+
+
+def start_model(options):
+    """The `StartModel` of `pretrain --model` (None without): loaded after seeding, so
+    that a head the model lacks is drawn as the run's --seed says."""
+    if options.model is None:
+        return None
+    import mxnet as mx
+    from .interop.pretrained import model_source
+    from .pretraining.start import StartModel
+    mx.random.seed(options.seed)
+    net, vocab = load_model_flag(options.model)
+    return StartModel(net, vocab, model_source(options.model))
 
 
 def add_finetune_parser(subparsers):
