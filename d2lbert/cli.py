@@ -1,4 +1,5 @@
-"""The `d2lbert` command: pretrain, finetune, predict, encode, convert, bench, launch."""
+"""The `d2lbert` command: pretrain, finetune, predict, encode, fill-mask, convert, bench,
+launch."""
 import argparse
 import dataclasses
 import os
@@ -7,6 +8,7 @@ import sys
 from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
 from .finetuning.finetune_data import SQUAD_TASKS
+from .pretraining.fill_mask import FillMaskOptions
 from .pretraining.pretrain import PretrainOptions
 from .run.options import Options, choice, integer, option, optional, text
 from .util.options import check_folder, check_output_file, check_text, flag
@@ -297,6 +299,40 @@ def run_encode(args):
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
 
 
+def add_fill_mask_parser(subparsers):
+    parser = subparsers.add_parser(
+        'fill-mask', help="what a pretrained model's masked LM predicts for [MASK]",
+        description='Write one JSON line per line of --data: the text, and for each of '
+                    'its [MASK]s the --top-k most probable tokens with their probabilities.')
+    FillMaskOptions.add_arguments(parser)
+    parser.set_defaults(run=run_fill_mask)
+
+
+def run_fill_mask(args):
+    """--out is written whole at the end (never over an input, a link or a file that
+    exists, unless --overwrite), after every line of --data was read and checked."""
+    import json
+    from .pretraining.fill_mask import fill_mask, read_masked_texts
+    from .run.files import check_new_file, check_output, write_file_atomically
+    args = FillMaskOptions.from_arguments(args)
+    if not os.path.isfile(args.data):
+        raise ValueError(f'--data {args.data}: no such file')
+    check_output_file('--out', args.out)
+    check_output('--out', args.out, {'--data': args.data, '--model': args.model})
+    check_new_file('--out', args.out, args.overwrite)
+    net, vocab = load_model_flag(args.model)
+    if 'mlm' in getattr(net, 'missing_heads', ()):
+        raise ValueError(f'--model {args.model} has no masked-LM head (a bare BertModel?): '
+                         'give it one first with d2lbert pretrain --model')
+    texts = read_masked_texts(args.data, vocab, net.config.max_len)
+    records = fill_mask(net, vocab, texts, args.top_k, args.batch_size)
+    write_file_atomically('--out', args.out, lambda f: f.writelines(
+        json.dumps(record, ensure_ascii=False) + '\n' for record in records),
+        overwrite=args.overwrite)
+    masks = sum(len(record['predictions']) for record in records)
+    print(f'wrote the predictions for {masks} [MASK]s of {len(records)} texts to {args.out}')
+
+
 @dataclasses.dataclass
 class ConvertOptions(Options):
     """The options of `d2lbert convert`, each declared once (`run.options`)."""
@@ -473,6 +509,7 @@ def main(argv=None):
     add_finetune_parser(subparsers)
     add_predict_parser(subparsers)
     add_encode_parser(subparsers)
+    add_fill_mask_parser(subparsers)
     add_convert_parser(subparsers)
     add_bench_parser(subparsers)
     add_launch_parser(subparsers)
