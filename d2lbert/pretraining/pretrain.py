@@ -96,7 +96,8 @@ class PretrainOptions(Options):
                          text(optional=True))
     batch_size: int = option(None, 'sentence pairs per step (split over devices)',
                              optional(integer(1)),
-                             shown_default='64 for the bundled corpus, 128 for other text')
+                             shown_default='64 for the bundled corpus, 128 for other text, 64 '
+                             'with --model')
     max_len: int = option(64, 'longest <cls> a <sep> b <sep> sequence, in tokens',
                           integer(MIN_MAX_LEN))
     steps: int = option(None, 'optimizer steps in total (a resumed run continues to it)',
@@ -111,7 +112,8 @@ class PretrainOptions(Options):
                             'model come before); --resume continues the same budget',
                             optional(number(0, inclusive=False)))
     lr: float = option(None, 'peak learning rate', optional(number(0, inclusive=False)),
-                       shown_default='0.001 for the bundled corpus, 0.0005 for other text')
+                       shown_default='0.001 for the bundled corpus, 0.0005 for other text, '
+                       '0.0001 with --model')
     warmup: int = option(None, 'steps of linear warmup, then linear decay to 0 (default: '
                          'a fifth of --steps or of --minutes)', optional(integer(0)))
     weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
@@ -312,6 +314,19 @@ def build_config(options, vocab):
     return config
 
 
+def starting_net(options, vocab, start, ctxs):
+    """(net, config) on ctxs: --model's (`start.continued_net`), else a new net of
+    `build_config` drawn from Normal(0, 0.02) after seeding with --seed."""
+    if start:
+        config = continued_config(start, options.dropout, options.max_len)
+        return continued_net(start, config, ctxs), config
+    config = build_config(options, vocab)
+    net = BERTModel.from_config(config)
+    mx.random.seed(options.seed)
+    net.initialize(init.Normal(0.02), ctx=ctxs)
+    return net, config
+
+
 def check_resume_matches(checkpoint, config, vocab):
     """The run being resumed must use the same architecture and vocabulary."""
     saved_config, saved_vocab, state = ckpt.read_checkpoint_meta(checkpoint)
@@ -361,14 +376,7 @@ def pretrain(options, start=None):
     valid_iter, _ = load_data_wiki(
         options.batch_size, options.max_len, options.data, 'valid',
         seed=options.seed, shuffle=False, **{**text_options, 'vocab': vocab})
-    if start:
-        config = continued_config(start, options.dropout, options.max_len)
-        net = continued_net(start, config, ctxs)
-    else:
-        config = build_config(options, vocab)
-        net = BERTModel.from_config(config)
-        mx.random.seed(options.seed)
-        net.initialize(init.Normal(0.02), ctx=ctxs)
+    net, config = starting_net(options, vocab, start, ctxs)
     if not options.plain and worker.kernels:
         from .. import fast  # only here: a --plain run never loads the fast path
         fast.accelerate(net)
