@@ -215,3 +215,23 @@ def test_size_and_vocabulary_flags_are_refused_with_model(flag, hf_masked_lm, te
     assert len(err.strip().splitlines()) == 1
     assert flag[0] in err and '--model' in err
     assert not out.exists()
+
+
+def test_a_time_budget_in_bf16_continues_a_model(hf_masked_lm, text_file, tmp_path, capsys):
+    """--minutes and --precision bf16 (where the CPU has it) work as for a new run: the
+    step-0 evaluation comes before the budget's clock, a last one ends it."""
+    import mxnet as mx
+    from d2lbert.run.errors import RunError
+    from d2lbert.run.precision import check_hardware
+    try:
+        check_hardware('bf16', [mx.cpu()])
+        precision = 'bf16'
+    except RunError:  # no avx512_bf16 or AMX here
+        precision = 'fp32'
+    out = str(tmp_path / 'run')
+    code, err = run_main(['pretrain', '--model', hf_masked_lm, '--data', text_file, '--out',
+                          out, '--objective', 'mlm', '--minutes', '0.1', '--batch-size', '16',
+                          '--max-len', '32', '--precision', precision, '--no-progress'], capsys)
+    assert code == 0, err
+    steps = [r['step'] for r in read_records(out, 'valid')]
+    assert steps[0] == 0 and steps[-1] > 0
