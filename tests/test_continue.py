@@ -235,3 +235,21 @@ def test_a_time_budget_in_bf16_continues_a_model(hf_masked_lm, text_file, tmp_pa
     assert code == 0, err
     steps = [r['step'] for r in read_records(out, 'valid')]
     assert steps[0] == 0 and steps[-1] > 0
+
+
+def test_a_fresh_masked_lm_head_learns_faster(hf_bare, hf_masked_lm):
+    """The transform and output bias of a head M lacked get FRESH_HEAD_LR_MULT times
+    the learning rate (the tied output weight, the encoder and a head M had: 1)."""
+    import mxnet as mx
+    from d2lbert.interop import load_pretrained
+    from d2lbert.interop.pretrained import model_source
+    from d2lbert.pretraining.start import (FRESH_HEAD_LR_MULT, StartModel, continued_config,
+                                           continued_net)
+    for model, head_mult in ((hf_bare, FRESH_HEAD_LR_MULT), (hf_masked_lm, 1.0)):
+        start = StartModel(*load_pretrained(model), model_source(model))
+        net = continued_net(start, continued_config(start, None, 32), [mx.cpu()])
+        mults = {param: param.lr_mult for param in net.collect_params().values()}
+        head = [*net.mlm.transform.collect_params().values(), net.mlm.output_bias]
+        assert {mults.pop(param) for param in head} == {head_mult}
+        assert set(mults.values()) == {1.0}
+        assert net.mlm.output_weight is net.encoder.token_embedding.weight

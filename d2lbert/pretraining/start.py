@@ -18,6 +18,11 @@ from ..run.errors import RunError
 # with MiniLM-L6 on SST-2's training sentences, held-out MLM on its dev sentences at
 # equal steps (docs/pretraining.md, "Continuing a checkpoint").
 CONTINUE_RECIPE = {'batch_size': 64, 'lr': 1e-4}
+# A masked-LM head that M lacks starts from random weights while the encoder is trained:
+# its transform and output bias learn at FRESH_HEAD_LR_MULT times the learning rate (the
+# output weight is the word embedding, at the learning rate). Measured alike: 0.196
+# against 0.164 held-out whole-word MLM accuracy at step 60.
+FRESH_HEAD_LR_MULT = 10.0
 
 
 @dataclasses.dataclass
@@ -60,4 +65,13 @@ def continued_net(start, config, ctxs):
             raise RunError(f'--model {start.source["path"]}: parameter {start_param.name} '
                            f'has shape {start_param.shape}, its config implies {param.shape}')
         param.set_data(start_param.data().copyto(mx.cpu()))
+    if 'mlm' in getattr(start.net, 'missing_heads', ()):
+        for param in fresh_head_parameters(net):
+            param.lr_mult = FRESH_HEAD_LR_MULT
     return net
+
+
+def fresh_head_parameters(net):
+    """The parameters of net's masked-LM head but its output weight (which may be the
+    word embedding): the transform's and the output bias."""
+    return [*net.mlm.transform.collect_params().values(), net.mlm.output_bias]
