@@ -1,4 +1,5 @@
-"""The `d2lbert` command: pretrain, finetune, predict, encode, convert, bench, launch."""
+"""The `d2lbert` command: pretrain, finetune, predict, encode, fill-mask, convert, bench,
+launch."""
 import argparse
 import os
 import sys
@@ -9,6 +10,7 @@ from .finetuning.predict import PredictOptions
 from .finetuning.tasks import TASKS
 from .interop.convert import ConvertOptions
 from .interop.encode import EncodeOptions, split_pair, tokenize_pair, unknown_words_line
+from .pretraining.fill_mask import FillMaskOptions
 from .pretraining.pretrain import PretrainOptions
 from .util.options import check_folder, check_output_file, check_text
 
@@ -34,7 +36,7 @@ def run_pretrain(args):
     """Every flag is checked (by `PretrainOptions`) before anything is read or written."""
     from .pretraining.pretrain import pretrain
     options = command_options(PretrainOptions, args, 'pretrain')
-    summary = pretrain(options)
+    summary = pretrain(options, start_model(options))
     if summary['rank'] != 0:  # another worker of the job writes the results
         return
     if 'minutes' in summary:
@@ -42,6 +44,19 @@ def run_pretrain(args):
               f'{summary["minutes"]:g} minutes (--minutes).')
     print(f'\nDone. Results in {summary["out"]}/: checkpoints/, metrics.jsonl, loss.png.\n'
           f'Encode text with it:  d2lbert encode --model {summary["out"]} "some text"')
+
+
+def start_model(options):
+    """The `StartModel` of `pretrain --model` (None without): loaded after seeding, so
+    that a head the model lacks is drawn as the run's --seed says."""
+    if options.model is None:
+        return None
+    import mxnet as mx
+    from .interop.pretrained import model_source
+    from .pretraining.start import StartModel
+    mx.random.seed(options.seed)
+    net, vocab = load_model_flag(options.model)
+    return StartModel(net, vocab, model_source(options.model))
 
 
 def add_finetune_parser(subparsers):
@@ -202,6 +217,40 @@ def run_encode(args):
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
 
 
+def add_fill_mask_parser(subparsers):
+    parser = subparsers.add_parser(
+        'fill-mask', help="what a pretrained model's masked LM predicts for [MASK]",
+        description='Write one JSON line per line of --data: the text, and for each of '
+                    'its [MASK]s the --top-k most probable tokens with their probabilities.')
+    FillMaskOptions.add_arguments(parser)
+    parser.set_defaults(run=run_fill_mask)
+
+
+def run_fill_mask(args):
+    """--out is written whole at the end (never over an input, a link or a file that
+    exists, unless --overwrite), after every line of --data was read and checked."""
+    import json
+    from .pretraining.fill_mask import fill_mask, read_masked_texts
+    from .run.files import check_new_file, check_output, write_file_atomically
+    args = FillMaskOptions.from_arguments(args)
+    if not os.path.isfile(args.data):
+        raise ValueError(f'--data {args.data}: no such file')
+    check_output_file('--out', args.out)
+    check_output('--out', args.out, {'--data': args.data, '--model': args.model})
+    check_new_file('--out', args.out, args.overwrite)
+    net, vocab = load_model_flag(args.model)
+    if 'mlm' in getattr(net, 'missing_heads', ()):
+        raise ValueError(f'--model {args.model} has no masked-LM head (a bare BertModel?): '
+                         'give it one first with d2lbert pretrain --model')
+    texts = read_masked_texts(args.data, vocab, net.config.max_len)
+    records = fill_mask(net, vocab, texts, args.top_k, args.batch_size)
+    write_file_atomically('--out', args.out, lambda f: f.writelines(
+        json.dumps(record, ensure_ascii=False) + '\n' for record in records),
+        overwrite=args.overwrite)
+    masks = sum(len(record['predictions']) for record in records)
+    print(f'wrote the predictions for {masks} [MASK]s of {len(records)} texts to {args.out}')
+
+
 def add_convert_parser(subparsers):
     parser = subparsers.add_parser(
         'convert', help='Hugging Face BERT <-> d2lbert model folders',
@@ -356,6 +405,7 @@ def main(argv=None):
     add_finetune_parser(subparsers)
     add_predict_parser(subparsers)
     add_encode_parser(subparsers)
+    add_fill_mask_parser(subparsers)
     add_convert_parser(subparsers)
     add_bench_parser(subparsers)
     add_launch_parser(subparsers)

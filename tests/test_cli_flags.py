@@ -16,6 +16,7 @@ from d2lbert.interop.convert import ConvertOptions
 from d2lbert.interop.encode import EncodeOptions, unknown_words_line
 from d2lbert.finetuning.finetune import FinetuneOptions
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
+from d2lbert.pretraining.fill_mask import FillMaskOptions
 
 # (command line, the flag the message must name, the value it must show)
 BAD_FLAGS = [
@@ -149,7 +150,7 @@ def test_real_entry_point_refuses_bad_flags(command, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize('command', ['pretrain', 'encode', 'convert', 'bench'])
+@pytest.mark.parametrize('command', ['pretrain', 'encode', 'convert', 'bench', 'fill-mask'])
 def test_help_shows_each_default_once(command, capsys):
     with pytest.raises(SystemExit):
         main([command, '--help'])
@@ -164,7 +165,8 @@ def test_help_shows_each_default_once(command, capsys):
     ('bench', BenchOptions, {}),
     ('predict', PredictOptions, {'model': 'm'}),
     ('encode', EncodeOptions, {'model': 'm', 'text': 'a river'}),
-    ('convert', ConvertOptions, {'to_hf': 'm', 'out': 'o'})])
+    ('convert', ConvertOptions, {'to_hf': 'm', 'out': 'o'}),
+    ('fill-mask', FillMaskOptions, {'model': 'm', 'data': 'd', 'out': 'o'})])
 def test_each_option_is_declared_once(command, options_class, required, capsys,
                                       monkeypatch):
     """The parser is generated from the options dataclass: every field with a flag is a

@@ -45,8 +45,8 @@ def test_no_help_promises_a_time():
     """`d2lbert --help` and every command's help state no duration (the machine decides;
     the README quotes measured ones, marked)."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    for command in ([], ['pretrain'], ['finetune'], ['predict'], ['encode'], ['convert'],
-                    ['bench'], ['launch']):
+    for command in ([], ['pretrain'], ['finetune'], ['predict'], ['encode'], ['fill-mask'],
+                    ['convert'], ['bench'], ['launch']):
         text = subprocess.run([sys.executable, '-m', 'd2lbert', *command, '--help'],
                               capture_output=True, text=True, env=env).stdout
         assert text and not DURATION.search(text), (command, DURATION.search(text))

@@ -20,7 +20,8 @@ from ..finetuning.task_model import TASK_FILE
 from ..model import BERTModel
 from ..run import checkpoint as ckpt
 from ..run.models import model_folder
-from .book import BOOK_MODELS, is_book_model, load_book_model
+from ..util.hashing import sha1_of_file, sha1_of_strings
+from .book import BOOK_MODELS, book_model_directory, is_book_model, load_book_model
 from .convert import load_model_dir
 from .huggingface import bert_from_huggingface
 
@@ -87,6 +88,29 @@ def load_pretrained(path_or_name, ctx=None, allow_pickle=False):
     net.collect_params().reset_ctx(ctx or mx.cpu())
     net.hybridize(static_alloc=True)
     return net, vocab
+
+
+def model_source(path_or_name):
+    """What a run records of the model it starts from: {'path': the path (absolute) or
+    name, 'kind': `model_kind`, 'files': the folder or file read, 'sha1': its checksum}.
+    The checksum of a folder is the SHA-1 of its files' names and SHA-1s (those directly
+    in it), of a file (a book model's zip) its SHA-1."""
+    kind = model_kind(path_or_name)
+    if kind == 'book' and not os.path.exists(path_or_name):
+        files = book_model_directory(path_or_name)
+    elif kind in ('run', 'checkpoint'):
+        files = model_folder(path_or_name)
+    else:
+        files = path_or_name
+    if os.path.isfile(files):
+        checksum = sha1_of_file(files)
+    else:
+        names = sorted(name for name in os.listdir(files)
+                       if os.path.isfile(os.path.join(files, name)))
+        checksum = sha1_of_strings(*[(name, sha1_of_file(os.path.join(files, name)))
+                                     for name in names])
+    path = path_or_name if not os.path.exists(path_or_name) else os.path.abspath(path_or_name)
+    return {'path': path, 'kind': kind, 'files': os.path.abspath(files), 'sha1': checksum}
 
 
 def get_bert_encoding(net, vocab, tokens_a, tokens_b=None):

@@ -62,10 +62,12 @@ def options_record(options):
         if field.metadata.get('cli', True) and field.name not in NOT_RECORDED])
 
 
-def record_run(out, command, options):
-    """Write OUT/run.json: the command and its options (`options_record`)."""
+def record_run(out, command, options, inputs=None):
+    """Write OUT/run.json: the command and its options (`options_record`), and
+    {name: value} of inputs to record (e.g. the model a run continues)."""
     write_file_atomically('--out', os.path.join(out, RUN_FILE), lambda f: json.dump(
-        {'command': command, 'options': options_record(options)}, f, indent=2))
+        {'command': command, 'options': options_record(options), **(inputs or {})}, f,
+        indent=2))
 
 
 def recorded_options(given, command):

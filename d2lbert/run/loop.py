@@ -132,6 +132,7 @@ class TrainingLoop:
     worker: object = dataclasses.field(default_factory=OneProcess)
     loss_scale: object = None
     progress: bool = True
+    evaluate_first: bool = False  # also evaluate before the first step (a new run's step 0)
 
     def run(self, start_step=0):
         """Train from the step after start_step to the end of the schedule; returns the
@@ -140,6 +141,8 @@ class TrainingLoop:
         progress = Progress(self.schedule.total_steps, start_step,
                             self.progress and worker.is_first)
         losses = IntervalMeans(recipe.loss_names)
+        if self.evaluate_first and start_step == 0 and worker.is_first:
+            self.evaluate(0, progress)  # before the clock of a time budget starts
         examples, tic, step = 0, time.time(), start_step
         for step in self.schedule.steps(start_step):
             raise_if_stopped()
