@@ -82,11 +82,9 @@ class FinetuneOptions(TrainingOptions):
                       'dropout': f'{TASK_DROPOUT}, before the new output layer; none for '
                                  'SQuAD, as the references',
                       'out': 'runs/finetune-TASK-DATE-TIME'}
+    required_here = ('model',)
     task: str = option(None, f'one of {", ".join(TASK_NAMES)}', choice(TASK_NAMES),
                        required=True, parse=str.lower)
-    model: str = option(None, "a d2lbert pretraining output folder, a Hugging Face BERT "
-                        "folder, the book's bert.small or bert.base (name, zip or folder)",
-                        text(), required=True)
     data: str = option(None, "a folder with the task's files under their usual names, or "
                        'one training file (csv: required; squad2/squad1: a SQuAD JSON '
                        'file); default: download SNLI / GLUE / SQuAD', text(optional=True))

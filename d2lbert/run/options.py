@@ -81,9 +81,16 @@ class Options:
     """The base of a command's options dataclass (see the module doc).
 
     defaults_shown: {field: text}, how this command's help shows the default of a field
-    declared by a base class shared with other commands (e.g. `TrainingOptions.out`).
+    declared by a base class shared with other commands (e.g. `TrainingOptions.out`);
+    required_here: the fields of such a base that this command requires.
     """
     defaults_shown = {}
+    required_here = ()
+
+    @classmethod
+    def is_required(cls, field):
+        """Whether the flag of `field` must be given to this command."""
+        return field.metadata.get('required', False) or field.name in cls.required_here
 
     def __post_init__(self):
         self.validate()
@@ -135,7 +142,7 @@ class Options:
             parser.add_argument(
                 flag(field.name), dest=field.name, metavar=meta['metavar'],
                 default=argparse.SUPPRESS if only_given else field.default,
-                type=meta['parse'] or field.type, required=meta['required'] and not only_given,
+                type=meta['parse'] or field.type, required=cls.is_required(field) and not only_given,
                 help=text)
 
     @classmethod
@@ -153,7 +160,7 @@ class Options:
         values = {name: value for name, value in (recorded or {}).items() if name in names}
         values.update(cls.given_in(args))
         missing = [cls.option_name(field) for field in dataclasses.fields(cls)
-                   if field.metadata.get('required') and values.get(field.name) is None]
+                   if cls.is_required(field) and values.get(field.name) is None]
         if missing:
             raise ValueError(f'{", ".join(missing)}: required (or --resume of a run in '
                              '--out, which recorded it)' if 'resume' in names else

@@ -18,6 +18,9 @@ MAX_SEED = 2 ** 32 - 1
 class TrainingOptions(Options):
     """The settings every training run has, each with its flag's help and its check
     (`run.options`)."""
+    model: str = option(None, "the model to start from: a d2lbert pretraining run or model "
+                        "folder, a Hugging Face BERT folder, the book's bert.small or bert.base "
+                        '(name, zip or folder)', text(optional=True))
     lr: float = option(None, 'peak learning rate', optional(number(0, inclusive=False)))
     optimizer: str = option('bertadam', 'adam, bertadam (decoupled weight decay) or lamb',
                             choice(OPTIMIZERS))
