@@ -5,6 +5,9 @@ FULL-SENTENCES), and refuses malformed text in one line, leaving --out empty.
 Every file is generated here; counts are checked against a count of what was written."""
 import csv
 import json
+import os
+import subprocess
+import sys
 
 import numpy as onp
 import pytest
@@ -147,3 +150,120 @@ def test_full_sentence_examples_hold_every_text(tmp_path, monkeypatch):
     read_back = ' '.join(t for t in tokens if t != '<cls>').replace(' <sep>', '\n').split('\n')
     words = [w for text in texts for w in text.split()]
     assert [w for line in read_back for w in line.split()] == words
+
+
+def run_pretrain(tmp_path, *args):
+    """`python -m d2lbert pretrain ARGS --out OUT`: (exit code, stderr lines but
+    warnings, the files in OUT)."""
+    out = tmp_path / 'out'
+    env = dict(os.environ, D2LBERT_HOME=str(tmp_path / 'home'), OMP_NUM_THREADS='1')
+    done = subprocess.run([sys.executable, '-m', 'd2lbert', 'pretrain', *args, '--out',
+                           str(out)], capture_output=True, text=True, env=env, timeout=300)
+    lines = [line for line in done.stderr.splitlines()
+             if line.strip() and 'Warning' not in line and not line.startswith('  ')]
+    return done.returncode, lines, sorted(os.listdir(out)) if out.exists() else []
+
+
+def test_mlm_nsp_on_one_text_per_line_is_refused(tmp_path):
+    path = write(tmp_path / 'a.txt', '\n'.join(random_texts(50)))
+    code, lines, files = run_pretrain(tmp_path, '--data', path, '--line-by-line', *TINY_RUN)
+    assert code == 2 and len(lines) == 1 and '--objective mlm' in lines[0], lines
+    assert files == []
+
+
+MALFORMED = {
+    'empty': b'',
+    'blank lines only': b'\n \n\t\n\r\n',
+    'not UTF-8': 'caf\u00e9 au lait\n'.encode('latin-1') * 50,
+    'binary': bytes(range(256)) * 40,
+    'NUL bytes': (b'\0' * 100 + b'\n') * 50,
+    'a single line': b'one text and nothing else\n',
+}
+
+
+@pytest.mark.parametrize('case', sorted(MALFORMED))
+def test_malformed_text_is_one_line_and_leaves_nothing(tmp_path, case):
+    path = str(tmp_path / 'text.txt')
+    with open(path, 'wb') as f:
+        f.write(MALFORMED[case])
+    code, lines, files = run_pretrain(tmp_path, '--data', path, '--objective', 'mlm',
+                                      '--line-by-line', *TINY_RUN)
+    assert code == 2 and len(lines) == 1 and path in lines[0], lines
+    assert files == []
+
+
+def test_a_missing_column_is_one_line(tmp_path):
+    path = write(tmp_path / 'sst.tsv', 'sentence\tlabel\n' + '\n'.join(
+        f'{t}\t1' for t in random_texts(40)))
+    code, lines, files = run_pretrain(tmp_path, '--data', path, '--objective', 'mlm',
+                                      *TINY_RUN)
+    assert code == 2 and len(lines) == 1 and "no column 'text'" in lines[0], lines
+    assert files == []
+
+
+def test_too_little_text_for_a_batch_is_one_line(tmp_path):
+    """SST-2's 872 dev sentences used to end in a ZeroDivisionError traceback, with
+    run.json, config.json and a vocabulary left in --out."""
+    path = write(tmp_path / 'few.txt', '\n'.join(random_texts(20, max_words=3)))
+    code, lines, files = run_pretrain(tmp_path, '--data', path, '--line-by-line',
+                                      '--objective', 'mlm', *TINY_RUN[:2], '--batch-size',
+                                      '64', *TINY_RUN[4:])
+    assert code == 2 and len(lines) == 1 and 'no batch of --batch-size 64' in lines[0], lines
+    assert files == []
+
+
+def test_bom_crlf_sentences_need_the_mlm_objective_then_train(tmp_path):
+    """A 5,000-line file with a BOM and CRLF line ends, a sentence per line, used to end
+    in a ZeroDivisionError traceback: its lines give no sentence pair (exit 2, one line
+    naming --objective mlm); with --objective mlm --line-by-line it trains."""
+    path = write(tmp_path / 'reviews.txt',
+                 '\ufeff' + '\r\n'.join(t + ' .' for t in random_texts(5000)) + '\r\n')
+    code, lines, files = run_pretrain(tmp_path, '--data', path, *TINY_RUN)
+    assert code == 2 and len(lines) == 1 and '--objective mlm' in lines[0], lines
+    assert files == []
+    code, lines, files = run_pretrain(tmp_path, '--data', path, '--objective', 'mlm',
+                                      '--line-by-line', *TINY_RUN)
+    assert code == 0, lines
+    with open(tmp_path / 'out' / 'run.json') as f:
+        text = json.load(f)['text']
+    assert text['data']['texts'] == 4750 and text['valid']['texts'] == 250
+    assert text['data']['words'] + text['valid']['words'] == sum(
+        len(line.split()) for line in open(path, encoding='utf-8-sig'))
+
+
+def test_one_ten_megabyte_line_trains(tmp_path):
+    """A text of 10 MB on one line is cut into pieces of --max-len (here 64)."""
+    words = onp.random.default_rng(0).choice(WORDS, 2_200_000)
+    path = write(tmp_path / 'long.txt', ' '.join(words) + '\n' + ' '.join(words[:40]) + '\n')
+    assert os.path.getsize(path) > 10_000_000
+    code, lines, files = run_pretrain(tmp_path, '--data', path, '--objective', 'mlm',
+                                      '--line-by-line', *TINY_RUN[:4], '--max-len', '64',
+                                      *TINY_RUN[6:])
+    assert code == 0, lines
+
+
+def test_valid_is_the_held_out_text(tmp_path):
+    """--valid is what the run evaluates on: in a file of one repeated word every masked
+    label is that word, so its most-frequent-token baseline is 1."""
+    data = write(tmp_path / 'train.jsonl', '\n'.join(json.dumps({'text': t})
+                                                     for t in random_texts(400)))
+    valid = write(tmp_path / 'valid.txt', '\n'.join(['film film film'] * 20))
+    code, lines, files = run_pretrain(tmp_path, '--data', data, '--valid', valid,
+                                      '--objective', 'mlm', '--line-by-line', *TINY_RUN)
+    assert code == 0, lines
+    with open(tmp_path / 'out' / 'metrics.jsonl') as f:
+        held_out = [r for r in map(json.loads, f) if r.get('split') == 'valid']
+    assert held_out[-1]['mlm_baseline_accuracy'] == 1.0
+    with open(tmp_path / 'out' / 'run.json') as f:
+        assert json.load(f)['text']['valid']['path'] == valid
+
+
+def test_held_out_text_of_unknown_words_is_one_line(tmp_path):
+    """A --valid of words the vocabulary lacks has nothing to mask (<unk> is never
+    predicted): refused before training, not a crash at the first evaluation."""
+    data = write(tmp_path / 'train.txt', '\n'.join(random_texts(400)))
+    valid = write(tmp_path / 'valid.txt', '\n'.join(['zebra quokka okapi'] * 20))
+    code, lines, files = run_pretrain(tmp_path, '--data', data, '--valid', valid,
+                                      '--objective', 'mlm', '--line-by-line', *TINY_RUN)
+    assert code == 2 and len(lines) == 1 and '--valid' in lines[0], lines
+    assert files == []

@@ -62,10 +62,12 @@ def options_record(options):
         if field.metadata.get('cli', True) and field.name not in NOT_RECORDED])
 
 
-def record_run(out, command, options):
-    """Write OUT/run.json: the command and its options (`options_record`)."""
+def record_run(out, command, options, details=None):
+    """Write OUT/run.json: the command, its options (`options_record`) and the
+    entries of details (a dict, e.g. how the text was read)."""
     write_file_atomically('--out', os.path.join(out, RUN_FILE), lambda f: json.dump(
-        {'command': command, 'options': options_record(options)}, f, indent=2))
+        {'command': command, 'options': options_record(options), **(details or {})}, f,
+        indent=2))
 
 
 def recorded_options(given, command):
