@@ -184,8 +184,8 @@ def load_data_wiki(batch_size, max_len, data=None, split='train', vocab=None,
         batch_size: examples per batch.
         max_len: the longest sequence, ``<cls> a <sep> b <sep>`` included.
         data: ``None``/``'bundled'``, ``'wikitext-2'``, ``'wikitext-103'``,
-            a directory with ``wiki.{split}.tokens``, a text file, or a
-            :class:`.text_sources.TextSource` (see :func:`corpus_file`).
+            a directory with ``wiki.{split}.tokens`` or a text file
+            (see :func:`corpus_file`).
         split: ``'train'``, ``'valid'`` or ``'test'``.
         vocab: reuse a :class:`Vocab` (e.g. the training split's).
         num_workers: processes building examples; does not change them.
@@ -194,9 +194,7 @@ def load_data_wiki(batch_size, max_len, data=None, split='train', vocab=None,
         base_url: mirror for the WikiText downloads.
         options: ``min_freq`` (5), ``file_format``, ``lowercase``,
             ``mask_prob``, ``mask_token_prob``, ``random_token_prob``,
-            ``dynamic_masking`` (False; True draws new masks every epoch),
-            ``full_sentences`` (False: sentence pairs; True: RoBERTa's packed
-            texts, :mod:`.full_sentences`).
+            ``dynamic_masking`` (False; True draws new masks every epoch).
     Returns:
         ``(data_iter, vocab)``; ``data_iter`` is a :class:`PretrainingBatches`
         whose batches are ``(tokens, segments, valid_lens, pred_positions,
