@@ -1,11 +1,13 @@
 """Data for BERT pretraining: WikiText (or your text) -> NSP + MLM batches.
 
 Start with :func:`load_data_wiki`; the modules follow the pipeline:
-:mod:`.corpus` (reading, sentence splitting), :mod:`.vocab` (and
+:mod:`.corpus` (reading plain text, sentence splitting), :mod:`.text_sources`
+(a file and how it is read: its layout or a table's column, the held-out
+part), :mod:`.vocab` (and
 :mod:`.wordpiece`, Google BERT's, and :mod:`.subwords`, one learned from the
 corpus; :mod:`.vocab_files` on disk),
 :mod:`.encoding` (flat token id arrays), :mod:`.examples` (next sentence
-pairs), :mod:`.masking` (masked tokens), :mod:`.batches` (bucketing and
+pairs, or :mod:`.full_sentences`: texts packed for the masked LM alone), :mod:`.masking` (masked tokens), :mod:`.batches` (bucketing and
 padding), :mod:`.packing` (where the valid tokens are), :mod:`.download`,
 :mod:`.bundled`, :mod:`.cache`. Fine-tuning tasks (SNLI, GLUE, CoNLL-2003,
 your own files) are in :mod:`.tasks`, starting with :func:`.tasks.load_task`;

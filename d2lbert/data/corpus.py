@@ -1,19 +1,31 @@
-"""Reading a text corpus as a stream of paragraphs, each a list of sentences.
+"""Reading a plain text file as a stream of documents, each a list of texts
+(sentences, or whole lines).
 
-Two file formats are understood:
+Four layouts (``file_format``) are understood:
 
 * ``'wikitext'`` (files named ``wiki.*.tokens``): one paragraph per line,
   tokens already separated by spaces, headings written `` = Title = ``.
   Sentences end at the `` . `` token, as in the d2l book, but unlike the book
   every sentence keeps its final ``.`` token (the book's ``split(' . ')``
   drops it from all sentences but the last one, which keeps a stray ``.``).
-* ``'text'`` (anything else), for your own corpora: one paragraph per line or,
-  if the file contains a blank line, paragraphs separated by blank lines.
-  A sentence ends after a token ending with ``.``, ``!`` or ``?``.
+* ``'paragraphs'``, your own text without a blank line: one paragraph per
+  line. A sentence ends after a token ending with ``.``, ``!`` or ``?``.
+* ``'sentences'``, your own text with blank lines: Google BERT's pretraining
+  format, one sentence per line and a blank line between documents. Every
+  line ends a sentence (a line holding several sentences is split as above).
+* ``'lines'`` (``--line-by-line``): every non-blank line is one text and a
+  document of its own, whatever its sentences (reviews, tweets, SST-2's
+  sentences).
 
-As in the book, text is lowercased, headings are skipped, and paragraphs with
-fewer than two sentences are skipped (they contain no sentence pair). Tokens
-are whitespace separated: ``sentence.split()``.
+``'text'`` (and ``'auto'`` for any file not named ``wiki.*.tokens``) is
+``'sentences'`` if the file holds a blank line between two lines of text,
+else ``'paragraphs'``.
+
+As in the book, text is lowercased and headings are skipped; documents with
+fewer than ``min_sentences`` texts are skipped (2 by default: a document
+without a sentence pair is no use to next sentence prediction). Tokens are
+whitespace separated: ``sentence.split()``. A byte-order mark is dropped;
+Windows line ends (CRLF) read as line ends.
 
 Everything is a generator, so a 500 MB corpus is never held in memory.
 """
@@ -21,13 +33,24 @@ import os
 import re
 
 _TEXT_SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
+FILE_FORMATS = ('wikitext', 'paragraphs', 'sentences', 'lines')
 
 
-def guess_file_format(path):
-    """``'wikitext'`` for ``wiki.*.tokens`` files, ``'text'`` otherwise."""
-    name = os.path.basename(path)
-    is_wikitext = name.startswith('wiki.') and name.endswith('.tokens')
-    return 'wikitext' if is_wikitext else 'text'
+def guess_file_format(path, file_format='auto'):
+    """The layout of ``path``: ``'wikitext'`` for ``wiki.*.tokens`` files;
+    ``'sentences'`` or ``'paragraphs'`` for other text (``'text'``), by whether
+    it holds a blank line between two lines of text; a layout in
+    ``FILE_FORMATS`` is returned as is."""
+    if file_format == 'auto':
+        name = os.path.basename(path)
+        is_wikitext = name.startswith('wiki.') and name.endswith('.tokens')
+        file_format = 'wikitext' if is_wikitext else 'text'
+    if file_format == 'text':
+        return 'sentences' if contains_blank_line(path) else 'paragraphs'
+    if file_format not in FILE_FORMATS:
+        raise ValueError(f"file_format must be 'auto', 'text' or one of {FILE_FORMATS}, "
+                         f'got {file_format!r}')
+    return file_format
 
 
 def split_wikitext_sentences(line):
@@ -53,58 +76,57 @@ def is_wikitext_heading(line):
     return len(line) >= 2 and line[0] == '=' and line[-1] == '='
 
 
-def read_paragraphs(path, file_format='auto', lowercase=True):
-    """Yield each usable paragraph of ``path`` as a list of sentence strings.
+def read_paragraphs(path, file_format='auto', lowercase=True, min_sentences=2):
+    """Yield each document of ``path`` with at least ``min_sentences`` texts, as a
+    list of text strings (sentences; whole lines for ``'lines'``).
 
-    A usable paragraph has at least two sentences. Each sentence string is
-    tokenized by ``sentence.split()``.
+    Each text string is tokenized by ``text.split()``.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: ``path`` is not valid UTF-8 (the message names the file).
+        ValueError: ``path`` is not UTF-8 text, or holds a NUL byte (the message
+            names the file).
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f'corpus file not found: {path!r}')
-    if file_format == 'auto':
-        file_format = guess_file_format(path)
-    if file_format not in ('wikitext', 'text'):
-        raise ValueError(f"file_format must be 'auto', 'wikitext' or 'text', "
-                         f'got {file_format!r}')
-    for paragraph in _read_raw_paragraphs(path, file_format):
+    file_format = guess_file_format(path, file_format)
+    for document in read_raw_documents(path, file_format):
         if lowercase:
-            paragraph = paragraph.lower()
+            document = [line.lower() for line in document]
         if file_format == 'wikitext':
-            sentences = split_wikitext_sentences(paragraph)
+            texts = [s for line in document for s in split_wikitext_sentences(line)]
+        elif file_format == 'lines':
+            texts = document
         else:
-            sentences = split_text_sentences(paragraph)
-        if len(sentences) >= 2:
-            yield sentences
+            texts = [s for line in document for s in split_text_sentences(line)]
+        if texts and len(texts) >= min_sentences:
+            yield texts
 
 
-def _read_raw_paragraphs(path, file_format):
-    """Yield paragraphs as single strings (not yet split into sentences)."""
-    blank_line_separated = (file_format == 'text'
-                            and _contains_blank_line(path))
+def read_raw_documents(path, file_format):
+    """Yield documents as lists of stripped lines (not yet split into sentences):
+    a block of lines between blank lines for ``'sentences'``, else every line."""
     block = []
-    for line in _read_utf8_lines(path):
+    for line in read_utf8_lines(path):
+        line = line.strip()
         if file_format == 'wikitext' and is_wikitext_heading(line):
             continue
-        if not blank_line_separated:
-            if line.strip():
-                yield line
-        elif line.strip():
-            block.append(line.strip())
+        if file_format != 'sentences':
+            if line:
+                yield [line]
+        elif line:
+            block.append(line)
         elif block:
-            yield ' '.join(block)
+            yield block
             block = []
     if block:
-        yield ' '.join(block)
+        yield block
 
 
-def _contains_blank_line(path):
+def contains_blank_line(path):
     """True if a blank line lies between two non-blank lines of ``path``."""
     seen_text = seen_blank_after_text = False
-    for line in _read_utf8_lines(path):
+    for line in read_utf8_lines(path):
         if line.strip():
             if seen_blank_after_text:
                 return True
@@ -114,11 +136,17 @@ def _contains_blank_line(path):
     return False
 
 
-def _read_utf8_lines(path):
-    """Yield the lines of ``path``; a clear error if it is not UTF-8."""
-    with open(path, encoding='utf-8') as f:
+def read_utf8_lines(path):
+    """Yield the lines of ``path`` (a byte-order mark dropped, CRLF read as a line
+    end); a ValueError naming the file if it is not UTF-8 text or holds a NUL byte
+    (a binary file)."""
+    with open(path, encoding='utf-8-sig') as f:
         try:
-            yield from f
+            for line_number, line in enumerate(f, start=1):
+                if '\0' in line:
+                    raise ValueError(f'{path} holds a NUL byte on line {line_number}: '
+                                     'a binary file, not text')
+                yield line
         except UnicodeDecodeError as error:
             raise ValueError(
                 f'{path!r} is not UTF-8 text ({error.reason} near byte '

@@ -32,12 +32,13 @@ import numpy as np
 
 from .cache import append_array, open_arrays
 from .encoding import TokenizedCorpus
+from .full_sentences import fill_sequences, full_sentence_sequences, text_pieces
 from .masking import mask_corpus_tokens
 from .subwords import continuation_ids
 from .ragged import concat_ranges, offsets_from_lengths
 
 PAIRS_PER_CHUNK = 1 << 14
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: Google BERT's layout, a sentence per line; FULL-SENTENCES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +50,7 @@ class ExampleOptions:
     mask_token_prob: float = 0.8
     random_token_prob: float = 0.1
     dynamic_masking: bool = False
+    full_sentences: bool = False  # RoBERTa's FULL-SENTENCES, no pairs (:mod:`.full_sentences`)
 
     def __post_init__(self):
         if not isinstance(self.max_len, (int, np.integer)) or self.max_len < 5:
@@ -144,6 +146,13 @@ def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
     chunk = {'lengths': lengths, 'first_segment_lengths': first_segment_lengths,
              'nsp_labels': is_next, 'first_sentences': first,
              'second_sentences': second}
+    return with_masks(chunk, token_ids, lengths, chunk_index, vocab, options)
+
+
+def with_masks(chunk, token_ids, lengths, chunk_index, vocab, options):
+    """``chunk`` (a dict of arrays) with the tokens of its examples: unmasked with
+    dynamic masking (the batches mask them), else masked once, with the
+    prediction positions and labels."""
     if options.dynamic_masking:
         chunk['token_ids'] = token_ids
         return chunk
@@ -154,6 +163,24 @@ def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
                  pred_positions=masked.pred_positions,
                  mlm_labels=masked.labels)
     return chunk
+
+
+def full_sentence_chunks(corpus, vocab, options):
+    """Yield the arrays of the corpus's FULL-SENTENCES sequences
+    (:mod:`.full_sentences`; segment ids all 0, NSP labels 0, unused),
+    ``PAIRS_PER_CHUNK`` sequences at a time."""
+    starts, lengths = text_pieces(corpus.sentence_offsets, options.max_len - 3)
+    if not len(starts):
+        raise ValueError("the corpus's texts hold no token")
+    bounds = fill_sequences(lengths, options.max_len)
+    for chunk_index, first in enumerate(range(0, len(bounds) - 1, PAIRS_PER_CHUNK)):
+        cut = bounds[first:first + PAIRS_PER_CHUNK + 1]
+        token_ids, sequence_lengths = full_sentence_sequences(
+            corpus.token_ids, starts[cut[0]:cut[-1]], lengths[cut[0]:cut[-1]],
+            cut - cut[0], vocab)
+        chunk = {'lengths': sequence_lengths, 'first_segment_lengths': sequence_lengths,
+                 'nsp_labels': np.zeros(len(sequence_lengths), np.int32)}
+        yield with_masks(chunk, token_ids, sequence_lengths, chunk_index, vocab, options)
 
 
 class PretrainingExamples:
@@ -214,6 +241,21 @@ def write_examples(corpus_directory, vocab, options, directory,
     """Build the examples of the corpus in ``corpus_directory`` into
     ``directory``, with ``num_workers`` processes (0: in this process)."""
     corpus = TokenizedCorpus(corpus_directory)
+    if options.full_sentences:
+        chunks = full_sentence_chunks(corpus, vocab, options)
+    else:
+        chunks = pair_chunks(corpus_directory, corpus, vocab, options, num_workers)
+    for chunk in chunks:
+        for name, values in chunk.items():
+            append_array(directory, name, values)
+    with open(os.path.join(directory, 'options.json'), 'w') as f:
+        json.dump(dataclasses.asdict(options), f)
+    return PretrainingExamples(directory, vocab)
+
+
+def pair_chunks(corpus_directory, corpus, vocab, options, num_workers):
+    """The arrays of the corpus's sentence pairs, ``PAIRS_PER_CHUNK`` pairs at a
+    time (`build_chunk`), an iterator; a ValueError if there is no pair."""
     firsts = pair_first_sentences(corpus)
     if len(firsts) == 0:
         raise ValueError('the corpus has no paragraph with at least two '
@@ -223,13 +265,7 @@ def write_examples(corpus_directory, vocab, options, directory,
                          'sentence prediction needs at least two')
     chunks = [firsts[start:start + PAIRS_PER_CHUNK]
               for start in range(0, len(firsts), PAIRS_PER_CHUNK)]
-    for chunk in _map_chunks(corpus_directory, chunks, vocab, options,
-                             num_workers):
-        for name, values in chunk.items():
-            append_array(directory, name, values)
-    with open(os.path.join(directory, 'options.json'), 'w') as f:
-        json.dump(dataclasses.asdict(options), f)
-    return PretrainingExamples(directory, vocab)
+    return _map_chunks(corpus_directory, chunks, vocab, options, num_workers)
 
 
 def _map_chunks(corpus_directory, chunks, vocab, options, num_workers):

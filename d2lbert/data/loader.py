@@ -35,12 +35,13 @@ from .batches import PretrainingBatches
 from ..util.files import atomic_directory
 from ..util.hashing import sha1_of_file, sha1_of_strings
 from .cache import data_home, discard, is_intact, seal
-from .corpus import guess_file_format, read_paragraphs
+from .corpus import guess_file_format
 from .download import WIKITEXT_ARCHIVES, wikitext_directory
 from .encoding import TokenizedCorpus, count_tokens
 from .examples import (FORMAT_VERSION, ExampleOptions, PretrainingExamples,
                        write_examples)
 from .subwords import DEFAULT_VOCAB_SIZE, train_wordpiece
+from .text_sources import TextSource, read_documents
 from .vocab import Vocab
 from .vocab_files import read_wordpiece, save_vocab
 
@@ -54,10 +55,13 @@ def corpus_file(data=None, split='train', base_url=None):
     ``data`` is ``None`` or ``'bundled'`` (the small corpus d2lbert
     generates, works offline), ``'wikitext-2'`` or ``'wikitext-103'``
     (downloaded once, see :mod:`.download`), a directory holding
-    ``wiki.{split}.tokens``, or a single text file (``split`` is ignored).
+    ``wiki.{split}.tokens``, or a single text file or a
+    :class:`.text_sources.TextSource` (``split`` is ignored: returned as is).
     """
     if split not in SPLITS:
         raise ValueError(f'split must be one of {SPLITS}, got {split!r}')
+    if isinstance(data, TextSource):
+        return data
     if data is None or data == 'bundled':
         directory = bundled_corpus_directory()
     elif data in WIKITEXT_ARCHIVES:
@@ -84,7 +88,10 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     """The :class:`PretrainingExamples` of one corpus file, cached.
 
     Args:
-        path: a WikiText ``wiki.*.tokens`` file or a plain text file.
+        path: a WikiText ``wiki.*.tokens`` file or a plain text file, read in
+            the layout ``file_format`` (see :mod:`.corpus`), or a
+            :class:`.text_sources.TextSource` (a table's column, a range of
+            documents).
         vocab: a :class:`Vocab` or ``WordPieceVocab``; by default built from
             ``path`` itself: with ``vocab_kind='words'`` the tokens seen at
             least ``min_freq`` times, with ``'wordpiece'`` a WordPiece
@@ -93,26 +100,29 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
         num_workers: processes building examples (0: this process). The
             examples are the same whatever this is.
         masking_options: ``mask_prob``, ``mask_token_prob``,
-            ``random_token_prob``, ``dynamic_masking``, see
+            ``random_token_prob``, ``dynamic_masking``, ``full_sentences``
+            (RoBERTa's packed texts instead of sentence pairs), see
             :class:`.examples.ExampleOptions`.
     """
     options = ExampleOptions(max_len=max_len, seed=seed, **masking_options)
     if vocab_kind not in VOCABULARIES:
         raise ValueError(f'vocab_kind must be one of {VOCABULARIES}, got {vocab_kind!r}')
+    source = path if isinstance(path, TextSource) else None
+    path = source.path if source else path
     if not os.path.isfile(path):
         raise FileNotFoundError(f'corpus file not found: {path!r}')
     if os.path.getsize(path) == 0:
         raise ValueError(f'corpus file {path!r} is empty')
-    if file_format == 'auto':
-        file_format = guess_file_format(path)
-    corpus_key = sha1_of_strings(sha1_of_file(path), file_format, lowercase,
-                                 FORMAT_VERSION)
+    source = source or TextSource(path, guess_file_format(path, file_format))
+    min_texts = 1 if options.full_sentences else 2
+    corpus_key = sha1_of_strings(sha1_of_file(path), *source.key(), lowercase,
+                                 min_texts, FORMAT_VERSION)
     corpus_cache = os.path.join(data_home(), 'cache', corpus_key)
-    paragraphs = lambda: read_paragraphs(path, file_format, lowercase)
+    paragraphs = lambda: read_documents(source, lowercase, min_texts)
     if vocab is None and vocab_kind == 'wordpiece':
         vocab = _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs)
     elif vocab is None:
-        vocab = _cached_vocab(corpus_cache, min_freq, paragraphs, path)
+        vocab = _cached_vocab(corpus_cache, min_freq, paragraphs, path, min_texts)
     encoded = os.path.join(corpus_cache, f'corpus-{vocab.fingerprint()}')
     if not is_intact(encoded):
         discard(encoded)  # with the examples made of it
@@ -120,7 +130,7 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
             TokenizedCorpus.write(paragraphs(), vocab, tmp)
             seal(tmp)
     if TokenizedCorpus(encoded).num_sentences == 0:
-        raise ValueError(_no_pairs_message(path))
+        raise ValueError(_no_pairs_message(path, min_texts))
     examples = os.path.join(encoded, 'examples-' + sha1_of_strings(
         dataclasses.astuple(options))[:16])
     if not is_intact(examples):
@@ -131,7 +141,7 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     return PretrainingExamples(examples, vocab)
 
 
-def _cached_vocab(corpus_cache, min_freq, paragraphs, path):
+def _cached_vocab(corpus_cache, min_freq, paragraphs, path, min_texts):
     vocab_file = os.path.join(corpus_cache, f'vocab-min_freq{min_freq}.json')
     if os.path.isfile(vocab_file):
         try:
@@ -140,7 +150,7 @@ def _cached_vocab(corpus_cache, min_freq, paragraphs, path):
             pass
     counts = count_tokens(paragraphs())
     if not counts:
-        raise ValueError(_no_pairs_message(path))
+        raise ValueError(_no_pairs_message(path, min_texts))
     vocab = Vocab(counts, min_freq=min_freq)
     os.makedirs(corpus_cache, exist_ok=True)
     tmp_file = f'{vocab_file}.{os.getpid()}.tmp'
@@ -158,7 +168,9 @@ def _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs):
     return read_wordpiece(folder)
 
 
-def _no_pairs_message(path):
+def _no_pairs_message(path, min_texts):
+    if min_texts == 1:
+        return f'{path!r} holds no text'
     return (f'{path!r} has no paragraph with at least two sentences, so no '
             f'sentence pair can be made (is it a WikiText/plain text file?)')
 

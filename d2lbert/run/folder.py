@@ -64,7 +64,8 @@ def options_record(options):
 
 def record_run(out, command, options, inputs=None):
     """Write OUT/run.json: the command and its options (`options_record`), and
-    {name: value} of inputs to record (e.g. the model a run continues)."""
+    {name: value} of inputs to record (e.g. the model a run continues, how its text
+    was read)."""
     write_file_atomically('--out', os.path.join(out, RUN_FILE), lambda f: json.dump(
         {'command': command, 'options': options_record(options), **(inputs or {})}, f,
         indent=2))

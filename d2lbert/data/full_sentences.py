@@ -1,0 +1,67 @@
+"""RoBERTa's FULL-SENTENCES inputs, for the masked LM alone (``--objective mlm``).
+
+Next sentence prediction needs sentence pairs; the masked LM does not. Liu et al.
+(2019, RoBERTa, section 4.2) pack each input with consecutive texts up to the full
+length instead, crossing document boundaries::
+
+    <cls> text 1 <sep> text 2 <sep> text 3 <sep>     (at most max_len tokens)
+
+so that no position is spent on padding and short texts (a review, a tweet, one of
+SST-2's sentences) need no partner. Here the corpus's texts, in order, each
+followed by ``<sep>``, are cut into sequences of whole texts: a sequence takes the
+next texts while ``<cls>`` and they fit in ``max_len``. A text longer than
+``max_len - 3`` tokens is first cut into pieces of ``max_len - 3`` (the last
+shorter), each then placed as a text (so every sequence has at most
+``max_len - 3`` tokens that are not ``<cls>``/``<sep>``, as a sentence pair
+has, and `batches.max_predictions` holds). Nothing is dropped; all segment ids
+are 0.
+
+Everything is NumPy on the flat arrays of :mod:`.encoding`; only the cut
+points are found one sequence at a time (a binary search each).
+"""
+import numpy as np
+
+from .ragged import concat_ranges, offsets_from_lengths
+
+
+def text_pieces(sentence_offsets, max_piece):
+    """``(starts, lengths)``, int64 (num_pieces,): where in the corpus's
+    ``token_ids`` each piece begins and how long it is: every text in order, a
+    text longer than ``max_piece`` cut into pieces of ``max_piece`` tokens (the
+    last shorter), empty texts left out."""
+    lengths = np.diff(sentence_offsets)
+    pieces_per_text = -(-lengths // max_piece)
+    text = np.repeat(np.arange(len(lengths)), pieces_per_text)
+    offset = concat_ranges(np.zeros_like(pieces_per_text), pieces_per_text) * max_piece
+    return sentence_offsets[text] + offset, np.minimum(max_piece, lengths[text] - offset)
+
+
+def fill_sequences(piece_lengths, max_len):
+    """int64 (num_sequences + 1,): the first piece of every sequence (and the number
+    of pieces at the end). Each sequence takes the next pieces, each with its
+    ``<sep>``, while they fit with ``<cls>`` in ``max_len`` (every piece must be at
+    most ``max_len - 2`` tokens)."""
+    cost_through = np.cumsum(np.asarray(piece_lengths, dtype=np.int64) + 1)
+    bounds = [0]
+    while bounds[-1] < len(piece_lengths):
+        spent = cost_through[bounds[-1] - 1] if bounds[-1] else 0
+        bounds.append(int(np.searchsorted(cost_through, spent + max_len - 1, side='right')))
+    return np.array(bounds, dtype=np.int64)
+
+
+def full_sentence_sequences(token_ids, starts, lengths, bounds, vocab):
+    """``(tokens, sequence lengths)`` of the sequences ``<cls> piece <sep> piece <sep>
+    ...`` that ``bounds`` (see `fill_sequences`, here counted from the first piece
+    given) cut from the pieces ``(starts, lengths)`` of the corpus's ``token_ids``:
+    int32 tokens back to back, int32 (num_sequences,) lengths."""
+    num_sequences = len(bounds) - 1
+    cost_before = offsets_from_lengths(np.asarray(lengths, dtype=np.int64) + 1)
+    sequence_starts = cost_before[bounds[:-1]] + np.arange(num_sequences)
+    sequence_of_piece = np.repeat(np.arange(num_sequences), np.diff(bounds))
+    placed = cost_before[:-1] + sequence_of_piece + 1  # after the <cls> of each sequence
+    tokens = np.empty(int(cost_before[-1]) + num_sequences, dtype=np.int32)
+    tokens[sequence_starts] = vocab.cls_id
+    tokens[placed + lengths] = vocab.sep_id
+    tokens[concat_ranges(placed, lengths)] = token_ids[concat_ranges(starts, lengths)]
+    sequence_lengths = cost_before[bounds[1:]] - cost_before[bounds[:-1]] + 1
+    return tokens, sequence_lengths.astype(np.int32)

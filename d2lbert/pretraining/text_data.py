@@ -1,0 +1,133 @@
+"""The text a pretraining run trains and evaluates on: `--data` and `--valid`, each
+a named corpus, a folder of WikiText files, or a file read as
+`data.text_sources.TextSource` (plain text in any layout, `--line-by-line`, or a
+table's `--text-column`).
+
+Every file is read once before the run folder is made (`run_text`): a file that is
+not text, holds no text, lacks the column, or gives next sentence prediction no pair
+is refused in one line naming the flag and the file, and nothing is written. How each
+file was read (its layout, documents, texts and words, the documents held out) is
+printed in one line and recorded in run.json."""
+import dataclasses
+import os
+
+from ..data.download import WIKITEXT_ARCHIVES
+from ..data.text_sources import (TextCounts, count_texts, is_table_file, split_held_out,
+                                 text_source)
+from ..run.errors import RunError
+
+NAMED = ('bundled', *WIKITEXT_ARCHIVES)
+
+
+@dataclasses.dataclass
+class RunText:
+    """train, valid: what `data.load_data_wiki` reads (a corpus name or folder, whose
+    'train' and 'valid' splits are read, or a `TextSource`); lines: the lines that
+    say how each file was read; record: the same for run.json."""
+    train: object
+    valid: object
+    lines: list
+    record: dict
+
+
+def is_file(data):
+    return data not in NAMED and os.path.isfile(data)
+
+
+def run_text(options):
+    """The `RunText` of the options (see the module doc); a RunError naming the flag
+    and the file for text that can't be read or used."""
+    check_reading_flags(options)
+    train = valid = options.data
+    lines, record = [], {}
+    if is_file(options.data):
+        source = read_source('--data', options.data, options)
+        counts = counted('--data', source)
+        line = f'--data {options.data}: {source.describe()}: {counts.describe()}'
+        if options.valid is None:
+            train, valid = split_held_out_flag(source, counts)
+            held_out = counted('--data', valid)
+            counts = subtract(counts, held_out)
+            line += (f'; held out for evaluation (no --valid): the last '
+                     f'{held_out.documents:,} documents, {held_out.texts:,} texts')
+            check_pairs(options, '--data (its held-out part)', source, held_out)
+            record['valid'] = described(valid, held_out)
+        else:
+            train = source
+        lines.append(line)
+        check_pairs(options, '--data', source, counts)
+        record['data'] = described(train, counts)
+    if options.valid is not None:
+        valid = read_source('--valid', options.valid, options)
+        counts = counted('--valid', valid)
+        lines.append(f'--valid {options.valid}: {valid.describe()}: {counts.describe()}')
+        check_pairs(options, '--valid', valid, counts)
+        record['valid'] = described(valid, counts)
+    return RunText(train, valid, lines, record)
+
+
+def check_reading_flags(options):
+    """--line-by-line and --text-column apply to a plain text and a table file (given
+    as --data or --valid); refused, not ignored, where they do not."""
+    files = [path for path in (options.data, options.valid) if path and is_file(path)]
+    tables = [is_table_file(path) for path in files]
+    if options.line_by_line and all(tables):
+        raise RunError('--line-by-line applies to a plain text file given as --data or '
+                       f'--valid, not to {" or ".join(files) or options.data}')
+    if options.text_column is not None and not any(tables):
+        raise RunError('--text-column applies to a table file (.tsv, .csv, .jsonl) given as '
+                       f'--data or --valid, not to {" or ".join(files) or options.data}')
+
+
+def read_source(flag, path, options):
+    """The `TextSource` of a file given as `flag`."""
+    if not os.path.isfile(path):
+        raise RunError(f'{flag} {path}: no such file')
+    try:
+        return text_source(path, options.line_by_line, options.text_column)
+    except ValueError as error:  # not UTF-8, a NUL byte (read to find a blank line)
+        raise RunError(f'{flag}: {error}') from None
+
+
+def counted(flag, source):
+    """`count_texts` of source, its errors naming the flag."""
+    try:
+        return count_texts(source)
+    except ValueError as error:
+        raise RunError(f'{flag}: {error}') from None
+
+
+def split_held_out_flag(source, counts):
+    try:
+        return split_held_out(source, counts)
+    except ValueError as error:
+        raise RunError(f'--data: {error}') from None
+
+
+def subtract(counts, part):
+    """The counts of the rest of a file once `part` is taken out."""
+    return TextCounts(*(getattr(counts, f.name) - getattr(part, f.name)
+                        for f in dataclasses.fields(TextCounts)))
+
+
+def check_pairs(options, flag, source, counts):
+    """--objective mlm+nsp needs documents of two texts or more (two of them: a pair,
+    and another document to draw a 'not next' sentence from)."""
+    if options.objective != 'mlm+nsp':
+        return
+    if source.file_format == 'lines' or source.is_table:
+        raise RunError(f'{flag} {source.path}: {source.describe()} gives each text alone, '
+                       'with no sentence pair for next sentence prediction: pass '
+                       '--objective mlm (the masked LM alone)')
+    if counts.paired_documents < 2:
+        raise RunError(f'{flag} {source.path}: {counts.paired_documents} document(s) of two '
+                       f'sentences or more, read as {source.describe()}: too few sentence '
+                       'pairs for next sentence prediction: pass --objective mlm (the '
+                       'masked LM alone)')
+
+
+def described(source, counts):
+    """How a file was read, for run.json."""
+    return {'path': os.path.abspath(source.path), 'read_as': source.describe(),
+            'text_column': source.text_column, 'documents_read': source.documents,
+            **dataclasses.asdict(counts)}
