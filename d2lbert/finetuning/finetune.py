@@ -109,10 +109,11 @@ class FinetuneOptions(Options):
                             'which has none, as the references)', optional(fraction),
                             shown_default=TASK_DROPOUT)
     pooling: str = option(None, "what a classifier reads of each text: 'cls' (the <cls> "
-                          "token's encoding, which next-sentence prediction trained on "
-                          "pairs) or 'mean' (the mean of its tokens' encodings) (default: "
-                          'mean for single texts, cls for text pairs)',
-                          optional(choice(POOLINGS)))
+                          "token's encoding, as Hugging Face's classifiers, so the model "
+                          "converts with convert --to-hf) or 'mean' (the mean of its "
+                          "tokens' encodings: better from a model pretrained on little "
+                          "text, but Hugging Face has no such classifier)",
+                          optional(choice(POOLINGS)), shown_default='cls')
     clip: float = option(1.0, 'clip the global gradient norm (0: off)', number(0))
     eval_every: int = option(0, 'evaluate on dev (and checkpoint) every N steps and after '
                              'each epoch (0: after each epoch only)',
