@@ -403,6 +403,21 @@ def test_a_small_training_set_trains_for_min_steps_by_default(tiny_model_folder,
     assert steps == {'default': 40, 'given': 20}
 
 
+@pytest.mark.parametrize('task, name, lines', [
+    ('glue/sst2', 'train.tsv', ['sentence\tlabel', 'a river\t1', 'the sea\t0']),
+    ('glue/cola', 'train.tsv', ['gj04\t1\t\ta river', 'gj04\t0\t*\tsea the']),
+    ('csv', 'train.csv', ['text,label', 'a river,yes', 'the sea,no'])])
+def test_a_classifier_of_single_texts_reads_cls_by_default(task, name, lines, tmp_path):
+    """<cls>, as Hugging Face's classifiers read it, so `convert --to-hf` takes the
+    default model of SST-2, CoLA and a CSV of texts (the mean has no Hugging Face form)."""
+    from d2lbert.finetuning.labelled_task import read_labelled_task
+    data = tmp_path / name
+    data.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+    options = FinetuneOptions(task=task, model='m', data=str(data))
+    vocab = Vocab({'a': 2, 'river': 2, 'the': 2, 'sea': 2})
+    assert read_labelled_task(options, vocab).info.pooling == 'cls'
+
+
 def test_a_task_json_written_before_pooling_existed_means_cls():
     old = TaskInfo('csv', 'classifier', ('no', 'yes'), 12).to_dict()
     del old['pooling']
