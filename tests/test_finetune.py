@@ -348,9 +348,21 @@ def test_predict_prints_the_accuracy_of_a_labelled_sst2_file(tiny_model_folder, 
     with open(os.path.join(out, 'metrics.jsonl')) as f:
         best = max(json.loads(line)['accuracy'] for line in f if '"dev"' in line)
     assert float(printed.group(1)) == pytest.approx(best, abs=5e-5)
-    # single sentences: the mean of the tokens by default, which Hugging Face has not
+    # single sentences: <cls> by default, as Hugging Face's classifiers read them
     with open(os.path.join(out, 'model', 'task.json'), encoding='utf-8') as f:
-        assert json.load(f)['pooling'] == 'mean'
+        assert json.load(f)['pooling'] == 'cls'
+
+
+def test_a_mean_pooled_run_is_not_converted_and_says_what_to_do(tiny_model_folder, tmp_path,
+                                                                capsys):
+    """`--pooling mean` has no Hugging Face form: `convert --to-hf` exits 2 with one
+    line naming `--pooling cls`, and writes nothing."""
+    train = write_sst2(next_sentence_task('train', 32, seed=0), tmp_path / 'train.tsv')
+    out = str(tmp_path / 'run')
+    assert main(['finetune', '--task', 'glue/sst2', '--model', tiny_model_folder, '--data',
+                 train, '--out', out, '--epochs', '1', '--batch-size', '16', '--max-len',
+                 '48', '--pooling', 'mean', '--no-progress']) == 0
+    capsys.readouterr()
     code, stderr = run_main(['convert', '--to-hf', out, '--out', str(tmp_path / 'hf')],
                             capsys)
     assert code == 2 and len(stderr.strip().splitlines()) == 1 and '--pooling cls' in stderr
@@ -394,15 +406,22 @@ def test_a_small_training_set_trains_for_min_steps_by_default(tiny_model_folder,
     assert steps == {'default': 40, 'given': 20}
 
 
-def test_a_classifier_reads_the_mean_of_single_texts_and_cls_of_pairs_by_default():
-    """The default --pooling; a task.json written before --pooling existed means 'cls'."""
-    from d2lbert.data.tasks import TaskData, TaskExample
-    from d2lbert.finetuning.labelled_task import default_pooling
-    singles = TaskData([TaskExample('a river', label='yes')], ('no', 'yes'))
-    pairs = TaskData([TaskExample('a river', 'a city', 'yes')], ('no', 'yes'))
-    assert default_pooling('classifier', singles) == 'mean'
-    assert default_pooling('classifier', pairs) == 'cls'
-    assert default_pooling('tagger', singles) == 'cls'
+@pytest.mark.parametrize('task, name, lines', [
+    ('glue/sst2', 'train.tsv', ['sentence\tlabel', 'a river\t1', 'the sea\t0']),
+    ('glue/cola', 'train.tsv', ['gj04\t1\t\ta river', 'gj04\t0\t*\tsea the']),
+    ('csv', 'train.csv', ['text,label', 'a river,yes', 'the sea,no'])])
+def test_a_classifier_of_single_texts_reads_cls_by_default(task, name, lines, tmp_path):
+    """<cls>, as Hugging Face's classifiers read it, so `convert --to-hf` takes the
+    default model of SST-2, CoLA and a CSV of texts (the mean has no Hugging Face form)."""
+    from d2lbert.finetuning.labelled_task import read_labelled_task
+    data = tmp_path / name
+    data.write_text('\n'.join(lines) + '\n', encoding='utf-8')
+    options = FinetuneOptions(task=task, model='m', data=str(data))
+    vocab = Vocab({'a': 2, 'river': 2, 'the': 2, 'sea': 2})
+    assert read_labelled_task(options, vocab).info.pooling == 'cls'
+
+
+def test_a_task_json_written_before_pooling_existed_means_cls():
     old = TaskInfo('csv', 'classifier', ('no', 'yes'), 12).to_dict()
     del old['pooling']
     assert TaskInfo.from_dict(old).pooling == 'cls'

@@ -50,8 +50,8 @@ from .tasks import TASK_NAMES, TASK_OPTIONS, TASKS, tasks_with
 SMALL_MODEL_LR, LARGE_MODEL_LR = 1e-4, 3e-5
 SMALL_MODEL_HIDDENS = 256  # up to the book's bert.small
 TASK_DROPOUT = 0.1  # --dropout of the tasks but SQuAD's (which has none)
-# the defaults of the options that apply to some tasks only (`tasks.Task.options`);
-# --pooling's depends on the training data (`labelled_task.default_pooling`)
+# the defaults of the options that apply to some tasks only (`tasks.Task.options`;
+# --pooling's, 'cls', is set by `labelled_task.read_labelled_task`)
 TASK_OPTION_DEFAULTS = {'dropout': TASK_DROPOUT, 'label_type': 'class',
                         'doc_stride': DOC_STRIDE, 'max_query_len': MAX_QUERY_LEN}
 EPOCHS = 3  # --epochs, unless a small training set needs more to make MIN_STEPS steps
@@ -108,10 +108,11 @@ class FinetuneOptions(TrainingOptions):
     warmup: float = option(0.1, 'share of the steps with linear warmup; then linear decay '
                            'to 0', fraction)
     pooling: str = option(None, "what a classifier reads of each text: 'cls' (the <cls> "
-                          "token's encoding, which next-sentence prediction trained on "
-                          "pairs) or 'mean' (the mean of its tokens' encodings) (default: "
-                          'mean for single texts, cls for text pairs)',
-                          optional(choice(POOLINGS)))
+                          "token's encoding, as Hugging Face's classifiers, so the model "
+                          "converts with convert --to-hf) or 'mean' (the mean of its "
+                          "tokens' encodings: better from a model pretrained on little "
+                          "text, but Hugging Face has no such classifier)",
+                          optional(choice(POOLINGS)), shown_default='cls')
     eval_every: int = option(0, 'evaluate on dev (and checkpoint) every N steps and after '
                              'each epoch (0: after each epoch only)',
                              integer(0, note=' (0: at the end of each epoch)'))

@@ -61,19 +61,10 @@ def read_labelled_task(task, options, vocab):
     dev = task.reader.dev(options.data, options.dev, train.labels, options.label_type)
     info = TaskInfo(options.task, task.head, train.labels, options.max_len, options.dropout,
                     task.metrics_of(train.labels),
-                    pooling=options.pooling or default_pooling(task.head, train))
+                    pooling=options.pooling or 'cls')  # what Hugging Face's classifiers read
     encoded_dev = None if dev is None else encode_task(dev, vocab, options.max_len)
     return LabelledTask(info, encode_task(train, vocab, options.max_len), dev, encoded_dev,
                         vocab.pad_id)
-
-
-def default_pooling(head, train):
-    """A classifier of single texts reads the mean of their tokens (see
-    `MeanPooledClassifier`); of text pairs, `<cls>`, whose encoding next-sentence
-    prediction trained on pairs. (The other heads read every token: 'cls', unused.)"""
-    singles = head == 'classifier' and all(example.text_pair is None
-                                           for example in train.examples)
-    return 'mean' if singles else 'cls'
 
 
 def check_training_labels(options, train):
