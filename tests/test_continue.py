@@ -85,7 +85,7 @@ def transformers_mlm_loss(model_dir, text_file):
     run evaluates (same file, vocabulary, seed, sizes): the step-0 reference."""
     model = transformers.BertForMaskedLM.from_pretrained(model_dir).eval()
     valid, _ = load_data_wiki(16, 32, text_file, 'valid', vocab=read_wordpiece(model_dir),
-                              seed=0, shuffle=False)
+                              seed=0, shuffle=False, full_sentences=True)  # --objective mlm
     total = slots = 0.0
     for batch in valid.batches(0):
         tokens, segments, valid_lens, positions, weights, labels = (
@@ -106,7 +106,8 @@ def test_a_hugging_face_masked_lm_is_evaluated_where_it_starts(hf_masked_lm, tex
                                                                 tmp_path, capsys):
     """Step 0's held-out MLM loss is transformers' own on the same batches; the run
     takes M's sizes and vocabulary, and records M's path and checksum."""
-    out = continue_model(hf_masked_lm, text_file, tmp_path / 'run', capsys)
+    out = continue_model(hf_masked_lm, text_file, tmp_path / 'run', capsys, '--valid',
+                         text_file)
     first = read_records(out, 'valid')[0]
     assert first['step'] == 0
     assert first['mlm_loss'] == pytest.approx(transformers_mlm_loss(hf_masked_lm,
