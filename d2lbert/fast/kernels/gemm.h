@@ -230,8 +230,11 @@ inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, lo
                          const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs) {
   const int k2 = k / 2;
   const long ldp = (n + kTileColumns - 1) / kTileColumns * kTileColumns;
-  transpose_words(B, n, k2, ldb / 2, pairs, ldp);  // B's rows of pairs as columns
-  for (int p = 0; p < k2; ++p) std::fill(pairs + p * ldp + n, pairs + (p + 1) * ldp, 0u);
+  for (int p = 0; p < k2; ++p) {
+    uint32_t* row = pairs + p * ldp;
+    for (int j = 0; j < n; ++j) std::memcpy(row + j, B + j * ldb + 2 * p, sizeof(uint32_t));
+    std::fill(row + n, row + ldp, 0u);
+  }
   for (int i = 0; i < m; i += kTileRows) {
     const int rows = std::min(kTileRows, m - i);
     for (int j = 0; j < n; j += kTileColumns)
