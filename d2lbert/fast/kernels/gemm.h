@@ -109,73 +109,66 @@ inline void gemm(int m, int n, int k, float alpha, Matrix A, const float* B, lon
   }
 }
 
-// out[c * ldo + r] = in[r * ld + c] for r < rows, c < columns: the transpose of 32-bit
-// words (floats, or pairs of bfloat16). The attention kernel transposes K and V for
-// every head; element by element (a strided store each) that took about half as long
-// as the product that reads them. With AVX-512, 16 x 16 blocks are transposed in
-// registers: 16 row loads, 64 shuffles, 16 column stores, the edges with masks.
+// out (columns x rows, row stride rows) = the transpose of in (rows x columns, row
+// stride ld). The attention kernel transposes K and V for every head; element by
+// element (a strided store each) that took about half as long as the product that
+// reads them. With AVX-512, 16 x 16 blocks are transposed in registers: 16 row loads,
+// 64 shuffles, 16 column stores, the edges with masks.
 #if defined(__AVX512F__)
 // v[i] = row i of a 16 x 16 block becomes column i: three rounds of interleaving
 // (32-bit words, 64-bit pairs, then 128-bit quarters twice)
-inline void transpose_16x16(__m512i v[16]) {
-  __m512i t[16];
+inline void transpose_16x16(__m512 v[16]) {
+  __m512 t[16];
   for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
   }
+  auto low_pairs = [](__m512 a, __m512 b) {  // 64-bit pairs 0, 2, 4, ... of a and b
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  auto high_pairs = [](__m512 a, __m512 b) {  // pairs 1, 3, 5, ...
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
   for (int i = 0; i < 16; i += 4) {
-    v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    v[i] = low_pairs(t[i], t[i + 2]);
+    v[i + 1] = high_pairs(t[i], t[i + 2]);
+    v[i + 2] = low_pairs(t[i + 1], t[i + 3]);
+    v[i + 3] = high_pairs(t[i + 1], t[i + 3]);
   }
   for (int h = 0; h < 16; h += 8)
     for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0xdd);
+      t[h + i] = _mm512_shuffle_f32x4(v[h + i], v[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(v[h + i], v[h + i + 4], 0xdd);
     }
   for (int i = 0; i < 8; ++i) {
-    v[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    v[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
   }
 }
 
-inline void transpose_words(const void* in, int rows, int columns, long ld, void* out,
-                            long ldo) {
-  const uint32_t* from = static_cast<const uint32_t*>(in);
-  uint32_t* to = static_cast<uint32_t*>(out);
+inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
   for (int r = 0; r < rows; r += 16) {
     const int block_rows = std::min(16, rows - r);
     const __mmask16 store_mask = static_cast<__mmask16>((1u << block_rows) - 1);
     for (int c = 0; c < columns; c += 16) {
       const int block_columns = std::min(16, columns - c);
       const __mmask16 load_mask = static_cast<__mmask16>((1u << block_columns) - 1);
-      __m512i v[16];
+      __m512 v[16];
       for (int i = 0; i < 16; ++i)
-        v[i] = i < block_rows ? _mm512_maskz_loadu_epi32(load_mask, from + (r + i) * ld + c)
-                              : _mm512_setzero_si512();
+        v[i] = i < block_rows ? _mm512_maskz_loadu_ps(load_mask, in + (r + i) * ld + c)
+                              : _mm512_setzero_ps();
       transpose_16x16(v);
       for (int i = 0; i < block_columns; ++i)
-        _mm512_mask_storeu_epi32(to + (c + i) * ldo + r, store_mask, v[i]);
+        _mm512_mask_storeu_ps(out + static_cast<long>(c + i) * rows + r, store_mask, v[i]);
     }
   }
 }
 #else
-inline void transpose_words(const void* in, int rows, int columns, long ld, void* out,
-                            long ldo) {
-  const char* from = static_cast<const char*>(in);
-  char* to = static_cast<char*>(out);
+inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < columns; ++c)
-      std::memcpy(to + 4 * (c * ldo + r), from + 4 * (r * ld + c), 4);
+    for (int c = 0; c < columns; ++c) out[static_cast<long>(c) * rows + r] = in[r * ld + c];
 }
 #endif
-
-// out (columns x rows, row stride rows) = the transpose of in (rows x columns, row
-// stride ld)
-inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
-  transpose_words(in, rows, columns, ld, out, rows);
-}
 
 #if defined(__AVX512BF16__)
 // bfloat16 dot products (CPUs with avx512_bf16): C[m x n] = alpha * A[m x k] B[n x k]^T,
