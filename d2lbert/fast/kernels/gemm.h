@@ -39,40 +39,43 @@ struct Matrix {
   Matrix rows_from(long i) const { return {data + i * row_stride, row_stride, column_stride}; }
 };
 
-// C[R x 2V] (= or +=) alpha * A[R x k] B[k x 2V], B row-major with row stride ldb
-template <int R>
+// C[R x W V] (= or +=) alpha * A[R x k] B[k x W V], B row-major with row stride ldb:
+// W = 2 vectors of columns, or 1 for the last columns of a product when 16 or fewer
+template <int R, int W = 2>
 inline void tile(int k, float alpha, Matrix A, const float* B, long ldb, float* C, long ldc,
                  bool accumulate) {
   Vector c0[R], c1[R];
   for (int i = 0; i < R; ++i) c0[i] = c1[i] = Vector{};
   for (int p = 0; p < k; ++p) {
-    const Vector b0 = load(B + p * ldb), b1 = load(B + p * ldb + kVector);
+    const Vector b0 = load(B + p * ldb);
+    const Vector b1 = W == 2 ? load(B + p * ldb + kVector) : Vector{};
     for (int i = 0; i < R; ++i) {
       const float a = A(i, p);
       c0[i] += b0 * a;
-      c1[i] += b1 * a;
+      if (W == 2) c1[i] += b1 * a;
     }
   }
   for (int i = 0; i < R; ++i) {
-    Vector r0 = c0[i] * alpha, r1 = c1[i] * alpha;
-    if (accumulate) {
-      r0 += load(C + i * ldc);
-      r1 += load(C + i * ldc + kVector);
-    }
+    Vector r0 = c0[i] * alpha;
+    if (accumulate) r0 += load(C + i * ldc);
     store(C + i * ldc, r0);
-    store(C + i * ldc + kVector, r1);
+    if (W == 2) {
+      Vector r1 = c1[i] * alpha;
+      if (accumulate) r1 += load(C + i * ldc + kVector);
+      store(C + i * ldc + kVector, r1);
+    }
   }
 }
 
 // The same for any rows <= kTileRows (a tile per row count, chosen at run time)
-template <int R = kTileRows>
+template <int W = 2, int R = kTileRows>
 inline void tile_rows(int rows, int k, float alpha, Matrix A, const float* B, long ldb,
                       float* C, long ldc, bool accumulate) {
   if constexpr (R > 0) {
     if (rows == R)
-      tile<R>(k, alpha, A, B, ldb, C, ldc, accumulate);
+      tile<R, W>(k, alpha, A, B, ldb, C, ldc, accumulate);
     else
-      tile_rows<R - 1>(rows, k, alpha, A, B, ldb, C, ldc, accumulate);
+      tile_rows<W, R - 1>(rows, k, alpha, A, B, ldb, C, ldc, accumulate);
   }
 }
 
@@ -81,7 +84,8 @@ inline size_t gemm_scratch_size(int k) { return static_cast<size_t>(k + kTileRow
 
 // C[m x n] (= or +=) alpha * A[m x k] B[k x n]; B row-major (row stride ldb), C
 // row-major (row stride ldc). The last n % 2V columns go through a zero-padded copy
-// of B's last columns in `scratch` (gemm_scratch_size(k) floats).
+// of B's last columns in `scratch` (gemm_scratch_size(k) floats), one vector wide if
+// they fit in one.
 inline void gemm(int m, int n, int k, float alpha, Matrix A, const float* B, long ldb,
                  float* C, long ldc, bool accumulate, float* scratch) {
   const int full = n / kTileColumns * kTileColumns;
@@ -92,18 +96,22 @@ inline void gemm(int m, int n, int k, float alpha, Matrix A, const float* B, lon
   }
   const int rest = n - full;
   if (rest == 0) return;
-  float* panel = scratch;  // (k, 2V)
-  float* out = scratch + static_cast<size_t>(k) * kTileColumns;  // (kTileRows, 2V)
+  const int width = rest > kVector ? kTileColumns : kVector;
+  float* panel = scratch;  // (k, width)
+  float* out = scratch + static_cast<size_t>(k) * width;  // (kTileRows, width)
   for (int p = 0; p < k; ++p) {
-    std::memcpy(panel + p * kTileColumns, B + p * ldb + full, rest * sizeof(float));
-    std::fill(panel + p * kTileColumns + rest, panel + (p + 1) * kTileColumns, 0.f);
+    std::memcpy(panel + p * width, B + p * ldb + full, rest * sizeof(float));
+    std::fill(panel + p * width + rest, panel + (p + 1) * width, 0.f);
   }
   for (int i = 0; i < m; i += kTileRows) {
     const int rows = std::min(kTileRows, m - i);
-    tile_rows(rows, k, alpha, A.rows_from(i), panel, kTileColumns, out, kTileColumns, false);
+    if (width == kTileColumns)
+      tile_rows<2>(rows, k, alpha, A.rows_from(i), panel, width, out, width, false);
+    else
+      tile_rows<1>(rows, k, alpha, A.rows_from(i), panel, width, out, width, false);
     for (int r = 0; r < rows; ++r) {
       float* c = C + (i + r) * ldc + full;
-      const float* o = out + r * kTileColumns;
+      const float* o = out + r * width;
       for (int j = 0; j < rest; ++j) c[j] = accumulate ? c[j] + o[j] : o[j];
     }
   }
