@@ -10,6 +10,8 @@ from mxnet import autograd, np
 
 from d2lbert.fast import accelerate, kernels
 from d2lbert.model import MultiHeadAttention
+from d2lbert.model.precision import BFLOAT16, cast
+from d2lbert.run import precision as run_precision
 from dropout_masks import dropout_mask
 
 TRAINING, NOT_TRAINING = 2.0, 1.0  # values of the training flag (kernels.training_flag)
@@ -55,16 +57,18 @@ def numpy_attention(qkv, lens, heads, seq_len, packed, dcontext, mask=None):
     return context, dqkv
 
 
-def run_kernel(qkv, lens, heads, rate=0.0, flag=TRAINING, dcontext=None):
-    """The kernel's context, d qkv and dropout seed (imperative, with autograd)."""
+def run_kernel(qkv, lens, heads, rate=0.0, flag=TRAINING, dcontext=None, dtype='float32'):
+    """The kernel's context, d qkv and dropout seed (imperative, with autograd), its
+    input, output and their gradients in `dtype` (float32 or bfloat16)."""
     x = np.array(qkv, dtype='float32')
     x.attach_grad()
     with autograd.record():
         context, _, seed = mx.nd.d2lbert_attention(
-            x.as_nd_ndarray(), np.array(lens, dtype='int32').as_nd_ndarray(),
+            cast(dtype, x)[0].as_nd_ndarray(), np.array(lens, dtype='int32').as_nd_ndarray(),
             mx.nd.array([flag]), heads=heads, dropout=rate)
-    context.backward(mx.nd.array(dcontext))
-    return context.asnumpy(), x.grad.asnumpy(), seed.asnumpy()
+    context.backward(cast(dtype, np.array(dcontext, dtype='float32'))[0].as_nd_ndarray())
+    return (cast('float32', context.as_np_ndarray())[0].asnumpy(), x.grad.asnumpy(),
+            seed.asnumpy())
 
 
 def random_case(batch, seq_len, hidden, packed, seed=0, extra_rows=3):
@@ -116,6 +120,41 @@ def test_dropout_is_the_hashed_mask(packed):
     assert_close(dqkv.reshape(-1, 3 * hidden), expected_dqkv)
     no_dropout, _ = numpy_attention(qkv, lens, heads, seq_len, packed, dcontext)
     assert onp.abs(context.reshape(-1, hidden) - no_dropout).max() > 0.1
+
+
+HAS_BF16 = bool(run_precision.cpu_flags() & set(run_precision.CPU_BF16_FLAGS))
+
+
+def bfloat16_representable(x):
+    """x (float64) rounded to bfloat16's 8 significant bits, so that the bfloat16
+    kernel reads exactly the numbers the reference does."""
+    return cast('float32', *cast(BFLOAT16, np.array(x, dtype='float32')))[0].asnumpy()
+
+
+# Valid lengths around the blocks the kernel works in (vectors of 16 or 8 keys, tiles
+# of 32 or 16 columns and 8 or 6 rows, 16 x 16 transposes): one short of, at, and one
+# past a multiple, several tiles of queries and keys, head size 64.
+BLOCK_EDGE_LENS = [1, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100]
+
+
+@pytest.mark.parametrize('dtype', ['float32', BFLOAT16], ids=['float32', 'bfloat16'])
+def test_block_edges_match_numpy_attention(dtype):
+    """Lengths at the edges of the kernel's blocks, head size 64, with dropout: the
+    context and every gradient equal the float64 reference's (in bfloat16: on numbers
+    bfloat16 represents, within its rounding of the outputs)."""
+    if dtype == BFLOAT16 and not HAS_BF16:
+        pytest.skip('this CPU has neither avx512_bf16 nor amx_bf16')
+    lens, heads, hidden, rate = onp.array(BLOCK_EDGE_LENS), 2, 128, 0.2
+    rng = onp.random.default_rng(8)
+    qkv = bfloat16_representable(rng.normal(size=(int(lens.sum()) + 5, 3 * hidden)))
+    dcontext = bfloat16_representable(rng.normal(size=(qkv.shape[0], hidden)))
+    context, dqkv, seed = run_kernel(qkv, lens, heads, rate, dcontext=dcontext, dtype=dtype)
+    expected_context, expected_dqkv = numpy_attention(
+        qkv, lens, heads, None, True, dcontext,
+        mask=lambda rows, columns: dropout_mask(seed, rows, columns, rate))
+    rtol = 2e-5 if dtype == 'float32' else 2 ** -8
+    assert_close(context, expected_context, rtol)
+    assert_close(dqkv, expected_dqkv, rtol)
 
 
 def test_no_dropout_outside_training():

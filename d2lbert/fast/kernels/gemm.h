@@ -39,40 +39,43 @@ struct Matrix {
   Matrix rows_from(long i) const { return {data + i * row_stride, row_stride, column_stride}; }
 };
 
-// C[R x 2V] (= or +=) alpha * A[R x k] B[k x 2V], B row-major with row stride ldb
-template <int R>
+// C[R x W V] (= or +=) alpha * A[R x k] B[k x W V], B row-major with row stride ldb:
+// W = 2 vectors of columns, or 1 for the last columns of a product when 16 or fewer
+template <int R, int W = 2>
 inline void tile(int k, float alpha, Matrix A, const float* B, long ldb, float* C, long ldc,
                  bool accumulate) {
   Vector c0[R], c1[R];
   for (int i = 0; i < R; ++i) c0[i] = c1[i] = Vector{};
   for (int p = 0; p < k; ++p) {
-    const Vector b0 = load(B + p * ldb), b1 = load(B + p * ldb + kVector);
+    const Vector b0 = load(B + p * ldb);
+    const Vector b1 = W == 2 ? load(B + p * ldb + kVector) : Vector{};
     for (int i = 0; i < R; ++i) {
       const float a = A(i, p);
       c0[i] += b0 * a;
-      c1[i] += b1 * a;
+      if (W == 2) c1[i] += b1 * a;
     }
   }
   for (int i = 0; i < R; ++i) {
-    Vector r0 = c0[i] * alpha, r1 = c1[i] * alpha;
-    if (accumulate) {
-      r0 += load(C + i * ldc);
-      r1 += load(C + i * ldc + kVector);
-    }
+    Vector r0 = c0[i] * alpha;
+    if (accumulate) r0 += load(C + i * ldc);
     store(C + i * ldc, r0);
-    store(C + i * ldc + kVector, r1);
+    if (W == 2) {
+      Vector r1 = c1[i] * alpha;
+      if (accumulate) r1 += load(C + i * ldc + kVector);
+      store(C + i * ldc + kVector, r1);
+    }
   }
 }
 
 // The same for any rows <= kTileRows (a tile per row count, chosen at run time)
-template <int R = kTileRows>
+template <int W = 2, int R = kTileRows>
 inline void tile_rows(int rows, int k, float alpha, Matrix A, const float* B, long ldb,
                       float* C, long ldc, bool accumulate) {
   if constexpr (R > 0) {
     if (rows == R)
-      tile<R>(k, alpha, A, B, ldb, C, ldc, accumulate);
+      tile<R, W>(k, alpha, A, B, ldb, C, ldc, accumulate);
     else
-      tile_rows<R - 1>(rows, k, alpha, A, B, ldb, C, ldc, accumulate);
+      tile_rows<W, R - 1>(rows, k, alpha, A, B, ldb, C, ldc, accumulate);
   }
 }
 
@@ -81,7 +84,8 @@ inline size_t gemm_scratch_size(int k) { return static_cast<size_t>(k + kTileRow
 
 // C[m x n] (= or +=) alpha * A[m x k] B[k x n]; B row-major (row stride ldb), C
 // row-major (row stride ldc). The last n % 2V columns go through a zero-padded copy
-// of B's last columns in `scratch` (gemm_scratch_size(k) floats).
+// of B's last columns in `scratch` (gemm_scratch_size(k) floats), one vector wide if
+// they fit in one.
 inline void gemm(int m, int n, int k, float alpha, Matrix A, const float* B, long ldb,
                  float* C, long ldc, bool accumulate, float* scratch) {
   const int full = n / kTileColumns * kTileColumns;
@@ -92,22 +96,87 @@ inline void gemm(int m, int n, int k, float alpha, Matrix A, const float* B, lon
   }
   const int rest = n - full;
   if (rest == 0) return;
-  float* panel = scratch;  // (k, 2V)
-  float* out = scratch + static_cast<size_t>(k) * kTileColumns;  // (kTileRows, 2V)
+  const int width = rest > kVector ? kTileColumns : kVector;
+  float* panel = scratch;  // (k, width)
+  float* out = scratch + static_cast<size_t>(k) * width;  // (kTileRows, width)
   for (int p = 0; p < k; ++p) {
-    std::memcpy(panel + p * kTileColumns, B + p * ldb + full, rest * sizeof(float));
-    std::fill(panel + p * kTileColumns + rest, panel + (p + 1) * kTileColumns, 0.f);
+    std::memcpy(panel + p * width, B + p * ldb + full, rest * sizeof(float));
+    std::fill(panel + p * width + rest, panel + (p + 1) * width, 0.f);
   }
   for (int i = 0; i < m; i += kTileRows) {
     const int rows = std::min(kTileRows, m - i);
-    tile_rows(rows, k, alpha, A.rows_from(i), panel, kTileColumns, out, kTileColumns, false);
+    if (width == kTileColumns)
+      tile_rows<2>(rows, k, alpha, A.rows_from(i), panel, width, out, width, false);
+    else
+      tile_rows<1>(rows, k, alpha, A.rows_from(i), panel, width, out, width, false);
     for (int r = 0; r < rows; ++r) {
       float* c = C + (i + r) * ldc + full;
-      const float* o = out + r * kTileColumns;
+      const float* o = out + r * width;
       for (int j = 0; j < rest; ++j) c[j] = accumulate ? c[j] + o[j] : o[j];
     }
   }
 }
+
+// out (columns x rows, row stride rows) = the transpose of in (rows x columns, row
+// stride ld). The attention kernel transposes K and V for every head; element by
+// element (a strided store each) that took about half as long as the product that
+// reads them. With AVX-512, 16 x 16 blocks are transposed in registers: 16 row loads,
+// 64 shuffles, 16 column stores, the edges with masks.
+#if defined(__AVX512F__)
+// v[i] = row i of a 16 x 16 block becomes column i: three rounds of interleaving
+// (32-bit words, 64-bit pairs, then 128-bit quarters twice)
+inline void transpose_16x16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  auto low_pairs = [](__m512 a, __m512 b) {  // 64-bit pairs 0, 2, 4, ... of a and b
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  auto high_pairs = [](__m512 a, __m512 b) {  // pairs 1, 3, 5, ...
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  for (int i = 0; i < 16; i += 4) {
+    v[i] = low_pairs(t[i], t[i + 2]);
+    v[i + 1] = high_pairs(t[i], t[i + 2]);
+    v[i + 2] = low_pairs(t[i + 1], t[i + 3]);
+    v[i + 3] = high_pairs(t[i + 1], t[i + 3]);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(v[h + i], v[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(v[h + i], v[h + i + 4], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
+  for (int r = 0; r < rows; r += 16) {
+    const int block_rows = std::min(16, rows - r);
+    const __mmask16 store_mask = static_cast<__mmask16>((1u << block_rows) - 1);
+    for (int c = 0; c < columns; c += 16) {
+      const int block_columns = std::min(16, columns - c);
+      const __mmask16 load_mask = static_cast<__mmask16>((1u << block_columns) - 1);
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i)
+        v[i] = i < block_rows ? _mm512_maskz_loadu_ps(load_mask, in + (r + i) * ld + c)
+                              : _mm512_setzero_ps();
+      transpose_16x16(v);
+      for (int i = 0; i < block_columns; ++i)
+        _mm512_mask_storeu_ps(out + static_cast<long>(c + i) * rows + r, store_mask, v[i]);
+    }
+  }
+}
+#else
+inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < columns; ++c) out[static_cast<long>(c) * rows + r] = in[r * ld + c];
+}
+#endif
 
 #if defined(__AVX512BF16__)
 // bfloat16 dot products (CPUs with avx512_bf16): C[m x n] = alpha * A[m x k] B[n x k]^T,
@@ -180,12 +249,5 @@ inline size_t bf16_pairs_size(int n, int k) { return 0; }
 inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, long lda,
                          const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs) {}
 #endif
-
-// out (columns x rows, row stride rows) = the transpose of in (rows x columns, row
-// stride ld)
-inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < columns; ++c) out[static_cast<long>(c) * rows + r] = in[r * ld + c];
-}
 
 }  // namespace d2lbert
