@@ -31,13 +31,13 @@ import os
 import numpy as np
 
 from .cache import append_array, open_arrays
-from .encoding import TokenizedCorpus
-from .masking import mask_corpus_tokens
+from .encoding import TokenizedCorpus, token_dtype
+from .masking import MaskedTokens, mask_corpus_tokens
 from .subwords import continuation_ids
 from .ragged import concat_ranges, offsets_from_lengths
 
 PAIRS_PER_CHUNK = 1 << 14
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,42 +135,51 @@ def assemble_pairs(corpus, first, second, max_len, vocab):
 
 def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
                 options):
-    """All arrays of the examples whose first sentences are ``first``."""
+    """What is stored of the examples whose first sentences are ``first``:
+    their second sentences and, with static masking, their masks."""
     nsp_rng = np.random.default_rng([options.seed, 0, chunk_index])
-    second, is_next = choose_second_sentences(first, corpus,
-                                              sentence_paragraphs, nsp_rng)
-    token_ids, lengths, first_segment_lengths = assemble_pairs(
-        corpus, first, second, options.max_len, vocab)
-    chunk = {'lengths': lengths, 'first_segment_lengths': first_segment_lengths,
-             'nsp_labels': is_next, 'first_sentences': first,
-             'second_sentences': second}
+    second, _ = choose_second_sentences(first, corpus, sentence_paragraphs,
+                                        nsp_rng)
+    chunk = {'second_sentences': second.astype(index_dtype(corpus.num_sentences))}
     if options.dynamic_masking:
-        chunk['token_ids'] = token_ids
         return chunk
+    token_ids, lengths, _ = assemble_pairs(corpus, first, second,
+                                           options.max_len, vocab)
     mask_rng = np.random.default_rng([options.seed, 1, chunk_index])
     masked = mask_corpus_tokens(token_ids, lengths, mask_rng, vocab, options,
                                 continuation_ids(vocab))
-    chunk.update(token_ids=masked.token_ids, num_preds=masked.num_preds,
-                 pred_positions=masked.pred_positions,
-                 mlm_labels=masked.labels)
+    chosen = (np.repeat(offsets_from_lengths(lengths)[:-1], masked.num_preds)
+              + masked.pred_positions)
+    chunk.update(num_preds=masked.num_preds,
+                 pred_positions=masked.pred_positions.astype(np.int16),
+                 masked_ids=masked.token_ids[chosen].astype(token_dtype(len(vocab))))
     return chunk
 
 
+def index_dtype(size):
+    """int32 if it holds every index below ``size``, else int64."""
+    return np.dtype(np.int32 if size <= np.iinfo(np.int32).max else np.int64)
+
+
 class PretrainingExamples:
-    """All pretraining examples of a corpus, stored as flat arrays on disk.
+    """All pretraining examples of a corpus: sentence indices into its
+    :class:`.encoding.TokenizedCorpus`, never copies of its tokens.
 
-    Per example ``i`` (``n`` = number of examples):
+    Stored on disk (``n`` = number of examples), memory-mapped:
 
-    * ``lengths`` int32 (n,): its number of tokens, the ``valid_len``;
-      its tokens are ``token_ids[token_offsets[i]:token_offsets[i + 1]]``.
-    * ``first_segment_lengths`` int32 (n,): tokens with segment id 0.
-    * ``nsp_labels`` int32 (n,): 1 if sentence b really follows sentence a.
-    * ``first_sentences``, ``second_sentences`` int64 (n,): a and b, as
-      sentence indices of the :class:`.encoding.TokenizedCorpus`.
+    * ``second_sentences`` int32 (n,): sentence b of every example (sentence a,
+      every sentence with a next one in its paragraph, is not stored).
     * static masking only: ``num_preds`` int32 (n,), and flat
-      ``pred_positions``/``mlm_labels`` int32 (sum(num_preds),) indexed by
-      ``pred_offsets``. With ``dynamic_masking`` the stored tokens are
-      unmasked and the batches mask them afresh every epoch.
+      ``pred_positions`` int16 and ``masked_ids`` (the corpus's token type)
+      (sum(num_preds),) indexed by ``pred_offsets``: the positions the masks
+      chose and what they put there. With ``dynamic_masking`` the batches
+      mask the tokens afresh every epoch.
+
+    Computed when opened, from the corpus's sentence lengths (per example):
+    ``first_sentences`` int64, ``nsp_labels`` int32 (1 if b follows a),
+    ``lengths`` int32 (the ``valid_len``, after truncation to ``max_len``)
+    and ``first_segment_lengths`` int32 (tokens with segment id 0). The
+    tokens of examples are put together when asked, by :meth:`masked_tokens`.
 
     This is also a Gluon-style dataset: ``len(examples)`` and
     ``examples[i]``, the book's 7-tuple for one example padded to ``max_len``
@@ -178,20 +187,50 @@ class PretrainingExamples:
     """
 
     def __init__(self, directory, vocab):
-        """Open the examples that :func:`write_examples` put in ``directory``."""
+        """Open the examples that :func:`write_examples` put in ``directory``
+        (a folder inside the corpus's)."""
         with open(os.path.join(directory, 'options.json')) as f:
             self.options = ExampleOptions(**json.load(f))
         self.vocab = vocab
         self.continuation = continuation_ids(vocab)  # None: mask tokens, not whole words
         self.directory = directory
+        self.corpus = TokenizedCorpus(os.path.dirname(directory))
         for name, values in open_arrays(directory).items():
             setattr(self, name, values)
-        self.token_offsets = offsets_from_lengths(self.lengths)
+        self.first_sentences = pair_first_sentences(self.corpus)
+        self.nsp_labels = (self.second_sentences == self.first_sentences + 1
+                           ).astype(np.int32)
+        offsets = self.corpus.sentence_offsets
+        len_a, len_b = truncate_longest_first(
+            np.diff(offsets)[self.first_sentences],
+            np.diff(offsets)[self.second_sentences], self.options.max_len - 3)
+        self.lengths = (len_a + len_b + 3).astype(np.int32)
+        self.first_segment_lengths = (len_a + 2).astype(np.int32)
         if not self.options.dynamic_masking:
             self.pred_offsets = offsets_from_lengths(self.num_preds)
 
     def __len__(self):
         return len(self.lengths)
+
+    def masked_tokens(self, indices, rng=None):
+        """The tokens of examples ``indices``, masked: a :class:`.masking.MaskedTokens`
+        (token ids back to back, num_preds, pred_positions, labels). With dynamic
+        masking the masks are drawn with ``rng``, else they are the stored ones."""
+        indices = np.asarray(indices)
+        token_ids, lengths, _ = assemble_pairs(
+            self.corpus, self.first_sentences[indices],
+            np.asarray(self.second_sentences[indices], dtype=np.int64),
+            self.options.max_len, self.vocab)
+        if self.options.dynamic_masking:
+            return mask_corpus_tokens(token_ids, lengths, rng, self.vocab,
+                                      self.options, self.continuation)
+        num_preds = np.asarray(self.num_preds[indices])
+        stored = concat_ranges(self.pred_offsets[indices], num_preds)
+        pred_positions = self.pred_positions[stored].astype(np.int32)
+        chosen = np.repeat(offsets_from_lengths(lengths)[:-1], num_preds) + pred_positions
+        labels = token_ids[chosen]
+        token_ids[chosen] = self.masked_ids[stored]
+        return MaskedTokens(token_ids, num_preds, pred_positions, labels)
 
     def __getitem__(self, index):
         """The book's tuple for one example, as host NumPy arrays:

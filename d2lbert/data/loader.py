@@ -40,6 +40,7 @@ from .download import WIKITEXT_ARCHIVES, wikitext_directory
 from .encoding import TokenizedCorpus, count_tokens
 from .examples import (FORMAT_VERSION, ExampleOptions, PretrainingExamples,
                        write_examples)
+from .progress import ReadProgress, paragraphs_with_progress
 from .subwords import DEFAULT_VOCAB_SIZE, train_wordpiece
 from .vocab import Vocab
 from .vocab_files import read_wordpiece, save_vocab
@@ -108,7 +109,8 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     corpus_key = sha1_of_strings(sha1_of_file(path), file_format, lowercase,
                                  FORMAT_VERSION)
     corpus_cache = os.path.join(data_home(), 'cache', corpus_key)
-    paragraphs = lambda: read_paragraphs(path, file_format, lowercase)
+    paragraphs = lambda task: paragraphs_with_progress(
+        read_paragraphs(path, file_format, lowercase), ReadProgress(path, task))
     if vocab is None and vocab_kind == 'wordpiece':
         vocab = _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs)
     elif vocab is None:
@@ -117,7 +119,7 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     if not is_intact(encoded):
         discard(encoded)  # with the examples made of it
         with atomic_directory(encoded) as tmp:
-            TokenizedCorpus.write(paragraphs(), vocab, tmp)
+            TokenizedCorpus.write(paragraphs('encoding'), vocab, tmp)
             seal(tmp)
     if TokenizedCorpus(encoded).num_sentences == 0:
         raise ValueError(_no_pairs_message(path))
@@ -138,7 +140,7 @@ def _cached_vocab(corpus_cache, min_freq, paragraphs, path):
             return Vocab.load(vocab_file)
         except (ValueError, KeyError, TypeError):  # not the JSON it wrote: rebuilt
             pass
-    counts = count_tokens(paragraphs())
+    counts = count_tokens(paragraphs('counting words'))
     if not counts:
         raise ValueError(_no_pairs_message(path))
     vocab = Vocab(counts, min_freq=min_freq)
@@ -152,7 +154,8 @@ def _cached_vocab(corpus_cache, min_freq, paragraphs, path):
 def _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs):
     folder = os.path.join(corpus_cache, f'wordpiece-{vocab_size}-lowercase{lowercase}')
     if not os.path.isdir(folder):
-        vocab = train_wordpiece((s for p in paragraphs() for s in p), vocab_size, lowercase)
+        vocab = train_wordpiece((s for p in paragraphs('learning word pieces') for s in p),
+                                vocab_size, lowercase)
         with atomic_directory(folder) as tmp:
             save_vocab(vocab, tmp)
     return read_wordpiece(folder)
