@@ -1,7 +1,7 @@
 """A progress line on stderr while a corpus is read: bytes done, rate, time left.
 
 Preparing a 500 MB corpus takes minutes (the vocabulary is learned in one pass over
-the text, the text is encoded in a second one); every 5 seconds a line such
+the text, the text is encoded in a second one); every ``PRINT_EVERY`` seconds a line such
 as::
 
     d2lbert: wiki.train.tokens: encoding 212 MB of 540 MB (39%), 4.1 MB/s, 80 s left
@@ -14,6 +14,8 @@ import os
 import sys
 import time
 
+PRINT_EVERY = 5.0  # seconds between two lines of a pass
+
 
 class ReadProgress:
     """Counts the bytes of a corpus pass and prints a line every ``every`` seconds.
@@ -23,10 +25,11 @@ class ReadProgress:
     >>> progress.finish()           # the last line
     """
 
-    def __init__(self, path, task, total_bytes=None, every=5.0, stream=None):
+    def __init__(self, path, task, total_bytes=None, every=None, stream=None):
         self.name, self.task = os.path.basename(path), task
         self.total = total_bytes if total_bytes is not None else os.path.getsize(path)
-        self.every, self.stream = every, stream or sys.stderr
+        self.every = PRINT_EVERY if every is None else every
+        self.stream = stream or sys.stderr
         self.done = 0
         self.start = self.last_line = time.monotonic()
 
