@@ -22,6 +22,7 @@ from d2lbert.data.make_bundled_corpus import generate_corpus
 from d2lbert.data.subwords import prepare_sentence, sentence_encoder
 from d2lbert.data.vocab import Vocab
 from d2lbert.data.wordpiece import WordPieceVocab
+from d2lbert.util.files import OUR_TEMPORARIES
 
 # SHA-1 of every batch of epochs 0 and 1 of the corpus `small_corpus`, words vocabulary,
 # max_len 64, seed 0, batch size 32, as the pipeline before issue 43 made them (it
@@ -153,7 +154,8 @@ build_pretraining_examples(sys.argv[1], 64, 0, vocab_kind='wordpiece', vocab_siz
 
 def test_kill_mid_encoding_then_rerun_trains(tmp_path):
     """SIGKILL while the corpus is encoded leaves no entry a later run would read, and
-    `pretrain` on the same corpus then trains."""
+    `pretrain` on the same corpus then trains, removing the killed run's temporary
+    folder."""
     folder = tmp_path / 'corpus'
     folder.mkdir()
     text = generate_corpus(seed=3, num_articles={'train': 600, 'valid': 20})
@@ -175,6 +177,9 @@ def test_kill_mid_encoding_then_rerun_trains(tmp_path):
     entries = [name for _, folders, _ in os.walk(cache) for name in folders
                if name.startswith(('corpus-', 'examples-'))]
     assert entries == []
+    leftovers = [name for _, folders, _ in os.walk(cache) for name in folders
+                 if name.startswith(OUR_TEMPORARIES)]
+    assert len(leftovers) == 1  # the killed run's, removed by the next one:
     out = tmp_path / 'run'
     done = subprocess.run([sys.executable, '-m', 'd2lbert', 'pretrain', '--data',
                            str(folder), '--steps', '2', '--preset', 'book',
@@ -184,3 +189,5 @@ def test_kill_mid_encoding_then_rerun_trains(tmp_path):
     assert done.returncode == 0, done.stderr
     with open(out / 'metrics.jsonl') as f:
         assert 2 in [json.loads(line).get('step') for line in f]
+    assert not [name for _, folders, _ in os.walk(cache) for name in folders
+                if name.startswith(OUR_TEMPORARIES)]

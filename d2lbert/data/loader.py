@@ -32,7 +32,7 @@ import os
 
 from .bundled import bundled_corpus_directory
 from .batches import PretrainingBatches
-from ..util.files import atomic_directory
+from ..util.files import atomic_directory, sweep_temporaries
 from ..util.hashing import sha1_of_file, sha1_of_strings
 from .cache import data_home, discard, is_intact, seal
 from .corpus import guess_file_format, read_paragraphs
@@ -109,6 +109,7 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     corpus_key = sha1_of_strings(sha1_of_file(path), file_format, lowercase,
                                  FORMAT_VERSION)
     corpus_cache = os.path.join(data_home(), 'cache', corpus_key)
+    sweep_temporaries(corpus_cache)  # what a killed preparation left
     paragraphs = lambda task: paragraphs_with_progress(
         read_paragraphs(path, file_format, lowercase), ReadProgress(path, task))
     if vocab is None and vocab_kind == 'wordpiece':
@@ -125,6 +126,7 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
         raise ValueError(_no_pairs_message(path))
     examples = os.path.join(encoded, 'examples-' + sha1_of_strings(
         dataclasses.astuple(options))[:16])
+    sweep_temporaries(encoded)
     if not is_intact(examples):
         discard(examples)
         with atomic_directory(examples) as tmp:
