@@ -156,6 +156,24 @@ def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
     return chunk
 
 
+def pair_lengths(corpus, first, second, max_len, pairs_per_part=1 << 20):
+    """``(lengths, first_segment_lengths)``, int32 (num_pairs,): the tokens of
+    ``<cls> a <sep> b <sep>`` after truncation, and those of ``<cls> a <sep>``,
+    computed ``pairs_per_part`` pairs at a time (the temporaries of
+    :func:`truncate_longest_first` stay small whatever the corpus size)."""
+    sentence_lengths = np.diff(corpus.sentence_offsets).astype(np.int32)
+    lengths = np.empty(len(first), dtype=np.int32)
+    first_segment_lengths = np.empty(len(first), dtype=np.int32)
+    for start in range(0, len(first), pairs_per_part):
+        part = slice(start, start + pairs_per_part)
+        len_a, len_b = truncate_longest_first(sentence_lengths[first[part]],
+                                              sentence_lengths[second[part]],
+                                              max_len - 3)
+        lengths[part] = len_a + len_b + 3
+        first_segment_lengths[part] = len_a + 2
+    return lengths, first_segment_lengths
+
+
 def index_dtype(size):
     """int32 if it holds every index below ``size``, else int64."""
     return np.dtype(np.int32 if size <= np.iinfo(np.int32).max else np.int64)
@@ -176,7 +194,8 @@ class PretrainingExamples:
       mask the tokens afresh every epoch.
 
     Computed when opened, from the corpus's sentence lengths (per example):
-    ``first_sentences`` int64, ``nsp_labels`` int32 (1 if b follows a),
+    ``first_sentences`` (as ``second_sentences``), ``nsp_labels`` int32 (1 if b
+    follows a),
     ``lengths`` int32 (the ``valid_len``, after truncation to ``max_len``)
     and ``first_segment_lengths`` int32 (tokens with segment id 0). The
     tokens of examples are put together when asked, by :meth:`masked_tokens`.
@@ -197,15 +216,13 @@ class PretrainingExamples:
         self.corpus = TokenizedCorpus(os.path.dirname(directory))
         for name, values in open_arrays(directory).items():
             setattr(self, name, values)
-        self.first_sentences = pair_first_sentences(self.corpus)
+        self.first_sentences = pair_first_sentences(self.corpus).astype(
+            self.second_sentences.dtype)
         self.nsp_labels = (self.second_sentences == self.first_sentences + 1
                            ).astype(np.int32)
-        offsets = self.corpus.sentence_offsets
-        len_a, len_b = truncate_longest_first(
-            np.diff(offsets)[self.first_sentences],
-            np.diff(offsets)[self.second_sentences], self.options.max_len - 3)
-        self.lengths = (len_a + len_b + 3).astype(np.int32)
-        self.first_segment_lengths = (len_a + 2).astype(np.int32)
+        self.lengths, self.first_segment_lengths = pair_lengths(
+            self.corpus, self.first_sentences, self.second_sentences,
+            self.options.max_len)
         if not self.options.dynamic_masking:
             self.pred_offsets = offsets_from_lengths(self.num_preds)
 
@@ -218,7 +235,7 @@ class PretrainingExamples:
         masking the masks are drawn with ``rng``, else they are the stored ones."""
         indices = np.asarray(indices)
         token_ids, lengths, _ = assemble_pairs(
-            self.corpus, self.first_sentences[indices],
+            self.corpus, np.asarray(self.first_sentences[indices], dtype=np.int64),
             np.asarray(self.second_sentences[indices], dtype=np.int64),
             self.options.max_len, self.vocab)
         if self.options.dynamic_masking:

@@ -16,16 +16,14 @@ with the same arguments only memory-maps the result (after checking the
 files' sizes and SHA-1s: an entry that fails the check is rebuilt, see
 :mod:`.cache`).
 
-Memory stays bounded for any corpus size: the text is streamed, token ids
-are written to disk as they are produced and memory-mapped, and examples are
-built in chunks of ``examples.PAIRS_PER_CHUNK`` pairs. Measured on a 505 MB
-WikiText-format corpus (wiki.valid.tokens of WikiText-2 repeated 450 times:
-2.8 M examples, 156 M example tokens) with max_len=128 and num_workers=0, on
-2 busy CPU cores: building took about 2 minutes; the private (anonymous)
-memory peaked at 302 MB, 84 MB of which is Python + MXNet before the first
-line is read. The resident set reached 1.5 GB only because reading batches
-touches the memory-mapped example files (1.2 GB of file-backed pages, i.e.
-page cache that the kernel reclaims under memory pressure).
+Memory stays bounded for any corpus size: the text is streamed (twice: once
+to learn the vocabulary, once to encode it, each pass printing a progress line
+on stderr, see :mod:`.progress`), token ids are written to disk as they are
+produced (uint16 when the vocabulary fits) and memory-mapped, and examples are
+stored as sentence indices into them, built in chunks of
+``examples.PAIRS_PER_CHUNK`` pairs. The cache of a corpus is about half the
+size of its text; sizes, times and memory for 2M to 100M words are in
+docs/pretraining.md ("A corpus of 100M words").
 """
 import dataclasses
 import os
