@@ -130,11 +130,12 @@ def plan_epoch(bucket_of, batch_size, rng, shuffle=True, last_batch='keep',
     a batch too large for the device fails at once, not mid-epoch). With
     ``last_batch='discard'`` the partial batch is dropped.
 
-    Returns a list of int64 index arrays.
+    Returns a list of int32 index arrays (int64 beyond 2**31 examples).
     """
     order = rng.permutation(len(bucket_of)) if shuffle else np.arange(
         len(bucket_of))
-    order = order[np.argsort(bucket_of[order], kind='stable')]
+    order = order[np.argsort(bucket_of[order], kind='stable')].astype(
+        np.int32 if len(order) <= np.iinfo(np.int32).max else np.int64)  # half the memory
     bucket_sizes = np.bincount(bucket_of)
     batches, leftovers, start = [], [], 0
     for size in bucket_sizes:
@@ -183,8 +184,8 @@ class PretrainingBatches:
         self.seed = examples.options.seed
         self.bucket_lengths = bucket_lengths(examples.options.max_len,
                                              bucket_step)
-        self._bucket_of = np.searchsorted(self.bucket_lengths,
-                                          examples.lengths)
+        self._bucket_of = np.searchsorted(self.bucket_lengths, examples.lengths).astype(
+            np.min_scalar_type(len(self.bucket_lengths)))  # one byte per example
         self._num_batches = len(self.plan(0))
         self._passes = 0
 

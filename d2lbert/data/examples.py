@@ -157,13 +157,15 @@ def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
 
 
 def pair_lengths(corpus, first, second, max_len, pairs_per_part=1 << 20):
-    """``(lengths, first_segment_lengths)``, int32 (num_pairs,): the tokens of
+    """``(lengths, first_segment_lengths)``, int16 (int32 for a ``max_len`` over
+    32,767) (num_pairs,): the tokens of
     ``<cls> a <sep> b <sep>`` after truncation, and those of ``<cls> a <sep>``,
     computed ``pairs_per_part`` pairs at a time (the temporaries of
     :func:`truncate_longest_first` stay small whatever the corpus size)."""
     sentence_lengths = np.diff(corpus.sentence_offsets).astype(np.int32)
-    lengths = np.empty(len(first), dtype=np.int32)
-    first_segment_lengths = np.empty(len(first), dtype=np.int32)
+    dtype = np.int16 if max_len <= np.iinfo(np.int16).max else np.int32
+    lengths = np.empty(len(first), dtype=dtype)
+    first_segment_lengths = np.empty(len(first), dtype=dtype)
     for start in range(0, len(first), pairs_per_part):
         part = slice(start, start + pairs_per_part)
         len_a, len_b = truncate_longest_first(sentence_lengths[first[part]],
@@ -194,10 +196,11 @@ class PretrainingExamples:
       mask the tokens afresh every epoch.
 
     Computed when opened, from the corpus's sentence lengths (per example):
-    ``first_sentences`` (as ``second_sentences``), ``nsp_labels`` int32 (1 if b
+    ``first_sentences`` (as ``second_sentences``), ``nsp_labels`` int8 (1 if b
     follows a),
-    ``lengths`` int32 (the ``valid_len``, after truncation to ``max_len``)
-    and ``first_segment_lengths`` int32 (tokens with segment id 0). The
+    ``lengths`` int16 (the ``valid_len``, after truncation to ``max_len``)
+    and ``first_segment_lengths`` int16 (tokens with segment id 0); the
+    batches are int32. The
     tokens of examples are put together when asked, by :meth:`masked_tokens`.
 
     This is also a Gluon-style dataset: ``len(examples)`` and
@@ -219,7 +222,7 @@ class PretrainingExamples:
         self.first_sentences = pair_first_sentences(self.corpus).astype(
             self.second_sentences.dtype)
         self.nsp_labels = (self.second_sentences == self.first_sentences + 1
-                           ).astype(np.int32)
+                           ).astype(np.int8)
         self.lengths, self.first_segment_lengths = pair_lengths(
             self.corpus, self.first_sentences, self.second_sentences,
             self.options.max_len)
