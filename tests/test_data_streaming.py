@@ -191,3 +191,27 @@ def test_kill_mid_encoding_then_rerun_trains(tmp_path):
         assert 2 in [json.loads(line).get('step') for line in f]
     assert not [name for _, folders, _ in os.walk(cache) for name in folders
                 if name.startswith(OUR_TEMPORARIES)]
+
+
+def resident_kilobytes(path):
+    """The resident memory of this process's mappings of the file `path` (smaps)."""
+    with open('/proc/self/smaps') as f:
+        lines = f.read().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.endswith(' ' + path)]
+    assert starts, f'{path} is not mapped'
+    return sum(next(int(entry.split()[1]) for entry in lines[i + 1:]
+                    if entry.startswith('Rss:')) for i in starts)
+
+
+@pytest.mark.skipif(not os.path.isfile('/proc/self/smaps'), reason='needs Linux /proc')
+def test_reading_examples_does_not_keep_the_token_pages(small_corpus):
+    """Batches of random sentences would map the whole token file into the process's
+    memory over a long run: the pages read are released after each batch."""
+    examples = build_pretraining_examples(small_corpus, 64, 0, dynamic_masking=True)
+    token_file = os.path.join(os.path.dirname(examples.directory), 'token_ids.uint16')
+    assert os.path.getsize(token_file) > 8 * 4096
+    rng = np.random.default_rng(0)
+    for start in range(0, len(examples), 500):
+        examples.masked_tokens(np.arange(start, min(start + 500, len(examples))), rng)
+    assert resident_kilobytes(token_file) <= 4
+    assert int(examples.corpus.token_ids.sum()) > 0  # readable after the release

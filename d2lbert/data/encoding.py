@@ -17,6 +17,7 @@ of at most 65,536 tokens (half the disk and page cache of int32), else int32.
 """
 import array
 import collections
+import mmap
 import os
 
 import numpy as np
@@ -68,8 +69,19 @@ class TokenizedCorpus:
         dtype = next(dtype for dtype in self.DTYPES if os.path.isfile(
             os.path.join(directory, f'{self.FILES[0]}.{dtype}')))
         token_file = os.path.join(directory, f'{self.FILES[0]}.{dtype}')
-        self.token_ids = (np.memmap(token_file, dtype, 'r', shape=(num_tokens,))
-                          if num_tokens else np.zeros(0, dtype))
+        self.token_ids, self._mapping = np.zeros(0, dtype), None
+        if num_tokens:
+            with open(token_file, 'rb') as f:
+                self._mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.token_ids = np.frombuffer(self._mapping, dtype, count=num_tokens)
+
+    def release_pages(self):
+        """Let go of the token pages this process has read: they leave its resident
+        memory (RSS) but stay in the system's page cache, so reading them again is fast.
+        Training reads random sentences; without this, over hours the whole token file
+        would come to count in the process's memory."""
+        if self._mapping is not None:
+            self._mapping.madvise(mmap.MADV_DONTNEED)
 
     @property
     def num_sentences(self):

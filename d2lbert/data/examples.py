@@ -241,6 +241,7 @@ class PretrainingExamples:
             self.corpus, np.asarray(self.first_sentences[indices], dtype=np.int64),
             np.asarray(self.second_sentences[indices], dtype=np.int64),
             self.options.max_len, self.vocab)
+        self.corpus.release_pages()
         if self.options.dynamic_masking:
             return mask_corpus_tokens(token_ids, lengths, rng, self.vocab,
                                       self.options, self.continuation)
@@ -295,8 +296,11 @@ def _map_chunks(corpus_directory, chunks, vocab, options, num_workers):
     """Yield ``build_chunk`` of every chunk, in order."""
     if num_workers == 0:
         _open_corpus(corpus_directory)
-        for index, first in enumerate(chunks):
-            yield _build_chunk_in_process(first, index, vocab, options)
+        try:
+            for index, first in enumerate(chunks):
+                yield _build_chunk_in_process(first, index, vocab, options)
+        finally:
+            _worker_corpus.clear()  # not kept for the rest of the run (tens of MB)
         return
     try:
         with concurrent.futures.ProcessPoolExecutor(
