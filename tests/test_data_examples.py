@@ -8,6 +8,7 @@ from d2lbert.data.encoding import TokenizedCorpus
 from d2lbert.data.examples import assemble_pairs, truncate_longest_first
 from d2lbert.data.make_bundled_corpus import generate_corpus
 from d2lbert.data.masking import num_predictions
+from d2lbert.data.ragged import offsets_from_lengths
 
 MAX_LEN = 32  # short, so that many pairs need truncating
 
@@ -64,16 +65,26 @@ def test_enough_examples_and_all_within_max_len(built):
     assert examples.lengths.min() >= 5
 
 
-def test_tokens_and_labels_match_the_corpus_exactly(built):
+@pytest.fixture(scope='module')
+def masked(built):
+    """The masked tokens of all examples, with their token and prediction offsets."""
+    examples = built[0]
+    masked = examples.masked_tokens(np.arange(len(examples)))
+    return (masked, offsets_from_lengths(examples.lengths),
+            offsets_from_lengths(masked.num_preds))
+
+
+def test_tokens_and_labels_match_the_corpus_exactly(built, masked):
     examples, sentences, _ = built
     vocab = examples.vocab
+    masked, token_offsets, pred_offsets = masked
     for i in range(len(examples)):
         expected, len_a = expected_tokens(examples, sentences, i)
-        start, end = examples.token_offsets[i], examples.token_offsets[i + 1]
-        tokens = np.asarray(examples.token_ids[start:end])
-        p_start, p_end = examples.pred_offsets[i], examples.pred_offsets[i + 1]
-        positions = np.asarray(examples.pred_positions[p_start:p_end])
-        labels = np.asarray(examples.mlm_labels[p_start:p_end])
+        start, end = token_offsets[i], token_offsets[i + 1]
+        tokens = masked.token_ids[start:end]
+        p_start, p_end = pred_offsets[i], pred_offsets[i + 1]
+        positions = masked.pred_positions[p_start:p_end]
+        labels = masked.labels[p_start:p_end]
         assert len(tokens) == len(expected) == examples.lengths[i]
         assert examples.first_segment_lengths[i] == len_a + 2
         assert np.array_equal(labels, np.array(expected)[positions])
@@ -86,18 +97,19 @@ def test_tokens_and_labels_match_the_corpus_exactly(built):
         assert len(positions) == num_predictions(candidates)
 
 
-def test_masking_rates(built):
+def test_masking_rates(built, masked):
     examples, _, _ = built
     vocab = examples.vocab
-    original = np.array(examples.token_ids)
-    flat_positions = (np.repeat(examples.token_offsets[:-1], examples.num_preds)
-                      + examples.pred_positions)
-    original[flat_positions] = examples.mlm_labels
+    masked, token_offsets, _ = masked
+    original = np.array(masked.token_ids)
+    flat_positions = (np.repeat(token_offsets[:-1], masked.num_preds)
+                      + masked.pred_positions)
+    original[flat_positions] = masked.labels
     num_candidates = np.sum(original >= vocab.num_reserved)
     assert abs(len(flat_positions) / num_candidates - 0.15) < 0.005
 
-    labels = np.asarray(examples.mlm_labels)
-    inputs = np.asarray(examples.token_ids)[flat_positions]
+    labels = masked.labels
+    inputs = masked.token_ids[flat_positions]
     assert np.all(labels >= vocab.num_reserved), 'a special token was chosen'
     assert np.all((inputs == vocab.mask_id) | (inputs >= vocab.num_reserved)), \
         'a special token was used as a random replacement'

@@ -104,7 +104,7 @@ def test_cache_hit_returns_identical_examples(monkeypatch):
     monkeypatch.setattr(loader_module, 'write_examples', must_not_rebuild)
     again = build_pretraining_examples(path, max_len=64, seed=1)
     assert again.directory == first.directory
-    for name in ('token_ids', 'lengths', 'pred_positions', 'mlm_labels',
+    for name in ('second_sentences', 'lengths', 'num_preds', 'pred_positions', 'masked_ids',
                  'nsp_labels', 'first_segment_lengths'):
         assert np.array_equal(getattr(first, name), getattr(again, name))
     with pytest.raises(AssertionError, match='rebuilt'):

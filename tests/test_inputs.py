@@ -399,8 +399,9 @@ def corrupt(path, how):
 
 
 @pytest.mark.parametrize('entry, name, how', [
-    ('examples', 'lengths.int32', 'flipped'), ('examples', 'token_ids.int32', 'truncated'),
-    ('corpus', 'token_ids.int32', 'truncated'), ('corpus', 'token_ids.int32', 'flipped'),
+    ('examples', 'second_sentences.int32', 'flipped'),
+    ('examples', 'second_sentences.int32', 'truncated'),
+    ('corpus', 'token_ids.uint16', 'truncated'), ('corpus', 'token_ids.uint16', 'flipped'),
     ('corpus', 'sentence_lengths.npy', 'flipped')])
 def test_corrupted_cache_is_rebuilt(entry, name, how, workdir):
     """A changed byte in the example cache crashed a run at its first evaluation

@@ -13,7 +13,7 @@ from d2lbert.cli import main
 from d2lbert.data import bundled_corpus_directory, read_paragraphs
 from d2lbert.data.masking import mask_whole_words
 from d2lbert.data.ragged import offsets_from_lengths
-from d2lbert.data.subwords import (continuation_ids, prepare_sentence, sentence_tokenizer,
+from d2lbert.data.subwords import (continuation_ids, prepare_sentence, sentence_encoder,
                                    train_wordpiece)
 from d2lbert.pretraining.evaluate import whole_words_right
 
@@ -42,9 +42,10 @@ def test_the_learned_vocabulary_tokenizes_as_hugging_face(vocab, sentences, tmp_
     assert continuation_ids(vocab).sum() > 20
     vocab.save(str(tmp_path / 'vocab.txt'))
     reference = transformers.BertTokenizer(str(tmp_path / 'vocab.txt'), do_lower_case=True)
-    tokenize = sentence_tokenizer(vocab)
+    encode = sentence_encoder(vocab)
     for sentence in sentences[:500]:
-        assert tokenize(sentence) == reference.tokenize(prepare_sentence(sentence))
+        assert encode(sentence) == reference.convert_tokens_to_ids(
+            reference.tokenize(prepare_sentence(sentence)))
 
 
 def test_wikitext_markup_becomes_plain_text():

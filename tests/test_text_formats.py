@@ -144,7 +144,8 @@ def test_full_sentence_examples_hold_every_text(tmp_path, monkeypatch):
     examples = build_pretraining_examples(source, max_len=32, vocab=Vocab(
         {w: 1 for w in WORDS}, min_freq=1), dynamic_masking=True, full_sentences=True)
     vocab = examples.vocab
-    tokens = [vocab.idx_to_token[t] for t in examples.token_ids]
+    token_ids, _ = examples.tokens(onp.arange(len(examples)))
+    tokens = [vocab.idx_to_token[t] for t in token_ids]
     assert max(examples.lengths) <= 32  # and segment ids all 0:
     assert (examples.first_segment_lengths == examples.lengths).all()
     read_back = ' '.join(t for t in tokens if t != '<cls>').replace(' <sep>', '\n').split('\n')

@@ -27,7 +27,7 @@ import collections
 
 import numpy as np
 
-from .masking import mask_corpus_tokens, num_predictions
+from .masking import num_predictions
 from .packing import packable, slot_index, token_index
 from .ragged import concat_ranges, row_ids
 
@@ -85,21 +85,12 @@ def make_batch(examples, indices, seq_len, num_slots, masking_rng=None):
         seq_len: the padded sequence length, >= every example's length.
         num_slots: the padded number of prediction slots.
         masking_rng: a ``numpy.random.Generator``, used (and required) only
-            when the examples use dynamic masking.
+            when the examples use dynamic masking (see
+            :meth:`.examples.PretrainingExamples.masked_tokens`).
     """
     lengths = examples.lengths[indices]
-    token_ids = examples.token_ids[concat_ranges(
-        examples.token_offsets[indices], lengths)]
-    if examples.options.dynamic_masking:
-        masked = mask_corpus_tokens(token_ids, lengths, masking_rng, examples.vocab,
-                                    examples.options, examples.continuation)
-        token_ids, num_preds = masked.token_ids, masked.num_preds
-        pred_positions, labels = masked.pred_positions, masked.labels
-    else:
-        num_preds = examples.num_preds[indices]
-        pred_index = concat_ranges(examples.pred_offsets[indices], num_preds)
-        pred_positions = examples.pred_positions[pred_index]
-        labels = examples.mlm_labels[pred_index]
+    token_ids, num_preds, pred_positions, labels = examples.masked_tokens(
+        indices, masking_rng)
 
     batch_size = len(indices)
     tokens = np.zeros((batch_size, seq_len), dtype=np.int32)
@@ -139,11 +130,12 @@ def plan_epoch(bucket_of, batch_size, rng, shuffle=True, last_batch='keep',
     a batch too large for the device fails at once, not mid-epoch). With
     ``last_batch='discard'`` the partial batch is dropped.
 
-    Returns a list of int64 index arrays.
+    Returns a list of int32 index arrays (int64 beyond 2**31 examples).
     """
     order = rng.permutation(len(bucket_of)) if shuffle else np.arange(
         len(bucket_of))
-    order = order[np.argsort(bucket_of[order], kind='stable')]
+    order = order[np.argsort(bucket_of[order], kind='stable')].astype(
+        np.int32 if len(order) <= np.iinfo(np.int32).max else np.int64)  # half the memory
     bucket_sizes = np.bincount(bucket_of)
     batches, leftovers, start = [], [], 0
     for size in bucket_sizes:
@@ -192,8 +184,8 @@ class PretrainingBatches:
         self.seed = examples.options.seed
         self.bucket_lengths = bucket_lengths(examples.options.max_len,
                                              bucket_step)
-        self._bucket_of = np.searchsorted(self.bucket_lengths,
-                                          examples.lengths)
+        self._bucket_of = np.searchsorted(self.bucket_lengths, examples.lengths).astype(
+            np.min_scalar_type(len(self.bucket_lengths)))  # one byte per example
         self._num_batches = len(self.plan(0))
         self._passes = 0
 

@@ -96,7 +96,7 @@ def open_arrays(directory):
     arrays = {}
     for file_name in os.listdir(directory):
         name, _, dtype = file_name.partition('.')
-        if dtype not in ('int8', 'int32', 'int64', 'float32'):
+        if dtype not in ('int8', 'int16', 'uint16', 'int32', 'int64', 'float32'):
             continue
         path = os.path.join(directory, file_name)
         arrays[name] = (np.memmap(path, dtype=dtype, mode='r')

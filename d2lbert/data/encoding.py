@@ -4,25 +4,33 @@ The book keeps ``paragraphs[i][j][k]``, the k-th token string of sentence j
 of paragraph i: for WikiText-103 that is tens of millions of Python objects.
 Here the same information is three flat arrays::
 
-    token_ids          int32 (num_tokens,)          all sentences, back to back
+    token_ids          uint16 or int32 (num_tokens,)  all sentences, back to back
     sentence_offsets   int64 (num_sentences + 1,)   sentence s is
                        token_ids[sentence_offsets[s]:sentence_offsets[s + 1]]
     paragraph_offsets  int64 (num_paragraphs + 1,)  paragraph p holds sentences
                        paragraph_offsets[p] .. paragraph_offsets[p + 1] - 1
 
 ``token_ids`` is written to disk while the text is read and memory-mapped
-afterwards, so encoding a corpus of any size needs little memory.
+afterwards, so encoding a corpus of any size needs little memory. Its type is
+the smallest that holds every id (:func:`token_dtype`): uint16 for a vocabulary
+of at most 65,536 tokens (half the disk and page cache of int32), else int32.
 """
 import array
 import collections
+import mmap
 import os
 
 import numpy as np
 
 from .corpus import read_paragraphs
 from .ragged import offsets_from_lengths
-from .subwords import sentence_tokenizer
+from .subwords import sentence_encoder
 from .vocab import Vocab
+
+
+def token_dtype(vocab_size):
+    """uint16 if every id of a vocabulary of ``vocab_size`` tokens fits, else int32."""
+    return np.dtype(np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.int32)
 
 
 def count_tokens(paragraphs):
@@ -44,23 +52,36 @@ class TokenizedCorpus:
     """Sentences and paragraphs of a corpus as flat id arrays (see module doc).
 
     Attributes:
-        token_ids: int32 (num_tokens,), memory-mapped from ``directory``.
+        token_ids: uint16 or int32 (num_tokens,), memory-mapped from ``directory``.
         sentence_offsets: int64 (num_sentences + 1,).
         paragraph_offsets: int64 (num_paragraphs + 1,).
     """
-    FILES = ('token_ids.int32', 'sentence_lengths.npy',
-             'paragraph_lengths.npy')
+    FILES = ('token_ids', 'sentence_lengths.npy', 'paragraph_lengths.npy')
+    DTYPES = ('uint16', 'int32')  # token_ids.uint16 or token_ids.int32
 
     def __init__(self, directory):
         """Open a corpus that :meth:`write` saved in ``directory``."""
-        token_file, sentence_file, paragraph_file = (
-            os.path.join(directory, name) for name in self.FILES)
+        sentence_file, paragraph_file = (os.path.join(directory, name)
+                                         for name in self.FILES[1:])
         self.sentence_offsets = offsets_from_lengths(np.load(sentence_file))
         self.paragraph_offsets = offsets_from_lengths(np.load(paragraph_file))
         num_tokens = int(self.sentence_offsets[-1])
-        self.token_ids = (np.memmap(token_file, np.int32, 'r',
-                                    shape=(num_tokens,))
-                          if num_tokens else np.zeros(0, np.int32))
+        dtype = next(dtype for dtype in self.DTYPES if os.path.isfile(
+            os.path.join(directory, f'{self.FILES[0]}.{dtype}')))
+        token_file = os.path.join(directory, f'{self.FILES[0]}.{dtype}')
+        self.token_ids, self._mapping = np.zeros(0, dtype), None
+        if num_tokens:
+            with open(token_file, 'rb') as f:
+                self._mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.token_ids = np.frombuffer(self._mapping, dtype, count=num_tokens)
+
+    def release_pages(self):
+        """Let go of the token pages this process has read: they leave its resident
+        memory (RSS) but stay in the system's page cache, so reading them again is fast.
+        Training reads random sentences; without this, over hours the whole token file
+        would come to count in the process's memory."""
+        if self._mapping is not None:
+            self._mapping.madvise(mmap.MADV_DONTNEED)
 
     @property
     def num_sentences(self):
@@ -79,26 +100,28 @@ class TokenizedCorpus:
     def write(cls, paragraphs, vocab, directory, flush_every=1 << 20):
         """Encode ``paragraphs`` with ``vocab`` into ``directory``: split at
         whitespace (the book's words), or into word pieces for a ``WordPieceVocab``
-        (:func:`.subwords.sentence_tokenizer`).
+        (:func:`.subwords.sentence_encoder`).
 
-        Token ids are flushed to disk every ``flush_every`` tokens, so memory
-        stays bounded whatever the corpus size.
+        Token ids are flushed to disk every ``flush_every`` tokens, as
+        :func:`token_dtype` of the vocabulary, so memory stays bounded whatever
+        the corpus size.
         """
-        tokenize = sentence_tokenizer(vocab)
+        encode = sentence_encoder(vocab)
+        dtype = token_dtype(len(vocab))
         sentence_lengths = array.array('i')
         paragraph_lengths = array.array('i')
-        token_path = os.path.join(directory, cls.FILES[0])
+        token_path = os.path.join(directory, f'{cls.FILES[0]}.{dtype.name}')
         buffer = array.array('i')
         with open(token_path, 'wb') as token_file:
             for paragraph in paragraphs:
                 paragraph_lengths.append(len(paragraph))
                 for sentence in paragraph:
-                    ids = vocab[tokenize(sentence)]
+                    ids = encode(sentence)
                     sentence_lengths.append(len(ids))
                     buffer.extend(ids)
                 if len(buffer) >= flush_every:
-                    _flush(buffer, token_file)
-            _flush(buffer, token_file)
+                    _flush(buffer, token_file, dtype)
+            _flush(buffer, token_file, dtype)
         np.save(os.path.join(directory, cls.FILES[1]),
                 np.frombuffer(sentence_lengths, dtype=np.int32))
         np.save(os.path.join(directory, cls.FILES[2]),
@@ -106,7 +129,7 @@ class TokenizedCorpus:
         return cls(directory)
 
 
-def _flush(buffer, file):
-    """Append the int32 ``buffer`` to ``file`` and empty it."""
-    buffer.tofile(file)
+def _flush(buffer, file, dtype):
+    """Append the ids of ``buffer`` to ``file`` as ``dtype`` and empty it."""
+    np.frombuffer(buffer, dtype=np.int32).astype(dtype).tofile(file)
     del buffer[:]

@@ -31,14 +31,16 @@ import os
 import numpy as np
 
 from .cache import append_array, open_arrays
-from .encoding import TokenizedCorpus
-from .full_sentences import fill_sequences, full_sentence_sequences, text_pieces
-from .masking import mask_corpus_tokens
+from .encoding import TokenizedCorpus, token_dtype
+from .full_sentences import PackedSequences
+from .masking import MaskedTokens, mask_corpus_tokens
 from .subwords import continuation_ids
 from .ragged import concat_ranges, offsets_from_lengths
 
 PAIRS_PER_CHUNK = 1 << 14
-FORMAT_VERSION = 3  # 3: Google BERT's layout, a sentence per line; FULL-SENTENCES
+# 3: Google BERT's layout, a sentence per line; FULL-SENTENCES. 4: examples as indices
+# into the corpus, never copies of its tokens (`PretrainingExamples`)
+FORMAT_VERSION = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,67 +139,97 @@ def assemble_pairs(corpus, first, second, max_len, vocab):
 
 def build_chunk(corpus, sentence_paragraphs, first, chunk_index, vocab,
                 options):
-    """All arrays of the examples whose first sentences are ``first``."""
+    """What is stored of the examples whose first sentences are ``first``:
+    their second sentences and, with static masking, their masks."""
     nsp_rng = np.random.default_rng([options.seed, 0, chunk_index])
-    second, is_next = choose_second_sentences(first, corpus,
-                                              sentence_paragraphs, nsp_rng)
-    token_ids, lengths, first_segment_lengths = assemble_pairs(
-        corpus, first, second, options.max_len, vocab)
-    chunk = {'lengths': lengths, 'first_segment_lengths': first_segment_lengths,
-             'nsp_labels': is_next, 'first_sentences': first,
-             'second_sentences': second}
-    return with_masks(chunk, token_ids, lengths, chunk_index, vocab, options)
-
-
-def with_masks(chunk, token_ids, lengths, chunk_index, vocab, options):
-    """``chunk`` (a dict of arrays) with the tokens of its examples: unmasked with
-    dynamic masking (the batches mask them), else masked once, with the
-    prediction positions and labels."""
+    second, _ = choose_second_sentences(first, corpus, sentence_paragraphs,
+                                        nsp_rng)
+    chunk = {'second_sentences': second.astype(index_dtype(corpus.num_sentences))}
     if options.dynamic_masking:
-        chunk['token_ids'] = token_ids
         return chunk
+    token_ids, lengths, _ = assemble_pairs(corpus, first, second,
+                                           options.max_len, vocab)
+    return with_stored_masks(chunk, token_ids, lengths, chunk_index, vocab, options)
+
+
+def with_stored_masks(chunk, token_ids, lengths, chunk_index, vocab, options):
+    """``chunk`` (a dict of arrays) with the masks of its examples, drawn once
+    (static masking): ``num_preds``, ``pred_positions`` and what the masks put
+    there, ``masked_ids``; ``token_ids`` (back to back) and ``lengths`` are the
+    examples' unmasked tokens."""
     mask_rng = np.random.default_rng([options.seed, 1, chunk_index])
     masked = mask_corpus_tokens(token_ids, lengths, mask_rng, vocab, options,
                                 continuation_ids(vocab))
-    chunk.update(token_ids=masked.token_ids, num_preds=masked.num_preds,
-                 pred_positions=masked.pred_positions,
-                 mlm_labels=masked.labels)
+    chosen = (np.repeat(offsets_from_lengths(lengths)[:-1], masked.num_preds)
+              + masked.pred_positions)
+    chunk.update(num_preds=masked.num_preds,
+                 pred_positions=masked.pred_positions.astype(np.int16),
+                 masked_ids=masked.token_ids[chosen].astype(token_dtype(len(vocab))))
     return chunk
 
 
 def full_sentence_chunks(corpus, vocab, options):
-    """Yield the arrays of the corpus's FULL-SENTENCES sequences
-    (:mod:`.full_sentences`; segment ids all 0, NSP labels 0, unused),
+    """Yield what is stored of the corpus's FULL-SENTENCES sequences
+    (:class:`.full_sentences.PackedSequences`, found again when the examples
+    are opened): nothing with dynamic masking, else their masks,
     ``PAIRS_PER_CHUNK`` sequences at a time."""
-    starts, lengths = text_pieces(corpus.sentence_offsets, options.max_len - 3)
-    if not len(starts):
-        raise ValueError("the corpus's texts hold no token")
-    bounds = fill_sequences(lengths, options.max_len)
-    for chunk_index, first in enumerate(range(0, len(bounds) - 1, PAIRS_PER_CHUNK)):
-        cut = bounds[first:first + PAIRS_PER_CHUNK + 1]
-        token_ids, sequence_lengths = full_sentence_sequences(
-            corpus.token_ids, starts[cut[0]:cut[-1]], lengths[cut[0]:cut[-1]],
-            cut - cut[0], vocab)
-        chunk = {'lengths': sequence_lengths, 'first_segment_lengths': sequence_lengths,
-                 'nsp_labels': np.zeros(len(sequence_lengths), np.int32)}
-        yield with_masks(chunk, token_ids, sequence_lengths, chunk_index, vocab, options)
+    packed = PackedSequences(corpus, options.max_len)  # a ValueError if no token
+    if options.dynamic_masking:
+        return
+    for chunk_index, first in enumerate(range(0, len(packed), PAIRS_PER_CHUNK)):
+        indices = np.arange(first, min(first + PAIRS_PER_CHUNK, len(packed)))
+        token_ids, lengths = packed.tokens(indices, vocab)
+        yield with_stored_masks({}, token_ids, lengths, chunk_index, vocab, options)
+
+
+def pair_lengths(corpus, first, second, max_len, pairs_per_part=1 << 20):
+    """``(lengths, first_segment_lengths)``, int16 (int32 for a ``max_len`` over
+    32,767) (num_pairs,): the tokens of
+    ``<cls> a <sep> b <sep>`` after truncation, and those of ``<cls> a <sep>``,
+    computed ``pairs_per_part`` pairs at a time (the temporaries of
+    :func:`truncate_longest_first` stay small whatever the corpus size)."""
+    sentence_lengths = np.diff(corpus.sentence_offsets).astype(np.int32)
+    dtype = np.int16 if max_len <= np.iinfo(np.int16).max else np.int32
+    lengths = np.empty(len(first), dtype=dtype)
+    first_segment_lengths = np.empty(len(first), dtype=dtype)
+    for start in range(0, len(first), pairs_per_part):
+        part = slice(start, start + pairs_per_part)
+        len_a, len_b = truncate_longest_first(sentence_lengths[first[part]],
+                                              sentence_lengths[second[part]],
+                                              max_len - 3)
+        lengths[part] = len_a + len_b + 3
+        first_segment_lengths[part] = len_a + 2
+    return lengths, first_segment_lengths
+
+
+def index_dtype(size):
+    """int32 if it holds every index below ``size``, else int64."""
+    return np.dtype(np.int32 if size <= np.iinfo(np.int32).max else np.int64)
 
 
 class PretrainingExamples:
-    """All pretraining examples of a corpus, stored as flat arrays on disk.
+    """All pretraining examples of a corpus: sentence indices into its
+    :class:`.encoding.TokenizedCorpus`, never copies of its tokens.
 
-    Per example ``i`` (``n`` = number of examples):
+    Stored on disk (``n`` = number of examples), memory-mapped:
 
-    * ``lengths`` int32 (n,): its number of tokens, the ``valid_len``;
-      its tokens are ``token_ids[token_offsets[i]:token_offsets[i + 1]]``.
-    * ``first_segment_lengths`` int32 (n,): tokens with segment id 0.
-    * ``nsp_labels`` int32 (n,): 1 if sentence b really follows sentence a.
-    * ``first_sentences``, ``second_sentences`` int64 (n,): a and b, as
-      sentence indices of the :class:`.encoding.TokenizedCorpus`.
+    * sentence pairs only: ``second_sentences`` int32 (n,): sentence b of every
+      example (sentence a, every sentence with a next one in its paragraph, is
+      not stored). FULL-SENTENCES examples (``options.full_sentences``) store
+      no index: :class:`.full_sentences.PackedSequences` finds them again.
     * static masking only: ``num_preds`` int32 (n,), and flat
-      ``pred_positions``/``mlm_labels`` int32 (sum(num_preds),) indexed by
-      ``pred_offsets``. With ``dynamic_masking`` the stored tokens are
-      unmasked and the batches mask them afresh every epoch.
+      ``pred_positions`` int16 and ``masked_ids`` (the corpus's token type)
+      (sum(num_preds),) indexed by ``pred_offsets``: the positions the masks
+      chose and what they put there. With ``dynamic_masking`` the batches
+      mask the tokens afresh every epoch.
+
+    Computed when opened, from the corpus's sentence lengths (per example):
+    ``first_sentences`` (as ``second_sentences``), ``nsp_labels`` int8 (1 if b
+    follows a),
+    ``lengths`` int16 (the ``valid_len``, after truncation to ``max_len``)
+    and ``first_segment_lengths`` int16 (tokens with segment id 0); the
+    batches are int32. The
+    tokens of examples are put together when asked, by :meth:`masked_tokens`.
 
     This is also a Gluon-style dataset: ``len(examples)`` and
     ``examples[i]``, the book's 7-tuple for one example padded to ``max_len``
@@ -205,20 +237,72 @@ class PretrainingExamples:
     """
 
     def __init__(self, directory, vocab):
-        """Open the examples that :func:`write_examples` put in ``directory``."""
+        """Open the examples that :func:`write_examples` put in ``directory``
+        (a folder inside the corpus's)."""
         with open(os.path.join(directory, 'options.json')) as f:
             self.options = ExampleOptions(**json.load(f))
         self.vocab = vocab
         self.continuation = continuation_ids(vocab)  # None: mask tokens, not whole words
         self.directory = directory
+        self.corpus = TokenizedCorpus(os.path.dirname(directory))
         for name, values in open_arrays(directory).items():
             setattr(self, name, values)
-        self.token_offsets = offsets_from_lengths(self.lengths)
+        if self.options.full_sentences:
+            self.open_full_sentences()
+        else:
+            self.open_pairs()
         if not self.options.dynamic_masking:
             self.pred_offsets = offsets_from_lengths(self.num_preds)
 
+    def open_pairs(self):
+        """The arrays of sentence-pair examples (see the class doc)."""
+        self.first_sentences = pair_first_sentences(self.corpus).astype(
+            self.second_sentences.dtype)
+        self.nsp_labels = (self.second_sentences == self.first_sentences + 1
+                           ).astype(np.int8)
+        self.lengths, self.first_segment_lengths = pair_lengths(
+            self.corpus, self.first_sentences, self.second_sentences,
+            self.options.max_len)
+
+    def open_full_sentences(self):
+        """The arrays of FULL-SENTENCES examples: every segment id 0, the NSP
+        labels 0 (unused: the masked LM alone trains on them)."""
+        self.packed = PackedSequences(self.corpus, self.options.max_len)
+        self.lengths = self.first_segment_lengths = self.packed.lengths
+        self.nsp_labels = np.zeros(len(self.lengths), np.int8)
+
     def __len__(self):
         return len(self.lengths)
+
+    def tokens(self, indices):
+        """``(token ids back to back, int32 lengths)`` of examples ``indices``,
+        unmasked, put together from the corpus."""
+        if self.options.full_sentences:
+            token_ids, lengths = self.packed.tokens(indices, self.vocab)
+        else:
+            token_ids, lengths, _ = assemble_pairs(
+                self.corpus, np.asarray(self.first_sentences[indices], dtype=np.int64),
+                np.asarray(self.second_sentences[indices], dtype=np.int64),
+                self.options.max_len, self.vocab)
+        self.corpus.release_pages()
+        return token_ids, lengths
+
+    def masked_tokens(self, indices, rng=None):
+        """The tokens of examples ``indices``, masked: a :class:`.masking.MaskedTokens`
+        (token ids back to back, num_preds, pred_positions, labels). With dynamic
+        masking the masks are drawn with ``rng``, else they are the stored ones."""
+        indices = np.asarray(indices)
+        token_ids, lengths = self.tokens(indices)
+        if self.options.dynamic_masking:
+            return mask_corpus_tokens(token_ids, lengths, rng, self.vocab,
+                                      self.options, self.continuation)
+        num_preds = np.asarray(self.num_preds[indices])
+        stored = concat_ranges(self.pred_offsets[indices], num_preds)
+        pred_positions = self.pred_positions[stored].astype(np.int32)
+        chosen = np.repeat(offsets_from_lengths(lengths)[:-1], num_preds) + pred_positions
+        labels = token_ids[chosen]
+        token_ids[chosen] = self.masked_ids[stored]
+        return MaskedTokens(token_ids, num_preds, pred_positions, labels)
 
     def __getitem__(self, index):
         """The book's tuple for one example, as host NumPy arrays:
@@ -272,8 +356,11 @@ def _map_chunks(corpus_directory, chunks, vocab, options, num_workers):
     """Yield ``build_chunk`` of every chunk, in order."""
     if num_workers == 0:
         _open_corpus(corpus_directory)
-        for index, first in enumerate(chunks):
-            yield _build_chunk_in_process(first, index, vocab, options)
+        try:
+            for index, first in enumerate(chunks):
+                yield _build_chunk_in_process(first, index, vocab, options)
+        finally:
+            _worker_corpus.clear()  # not kept for the rest of the run (tens of MB)
         return
     try:
         with concurrent.futures.ProcessPoolExecutor(

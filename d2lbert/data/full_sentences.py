@@ -65,3 +65,38 @@ def full_sentence_sequences(token_ids, starts, lengths, bounds, vocab):
     tokens[concat_ranges(placed, lengths)] = token_ids[concat_ranges(starts, lengths)]
     sequence_lengths = cost_before[bounds[1:]] - cost_before[bounds[:-1]] + 1
     return tokens, sequence_lengths.astype(np.int32)
+
+
+class PackedSequences:
+    """The FULL-SENTENCES sequences of a :class:`.encoding.TokenizedCorpus` as
+    pieces of its ``token_ids`` (found from its text lengths, never stored: a
+    cache holds no copy of the corpus's tokens).
+
+    Attributes:
+        lengths: int16 (int32 for a ``max_len`` over 32,767) (num_sequences,):
+            each sequence's tokens, ``<cls>`` and ``<sep>``s included.
+    """
+
+    def __init__(self, corpus, max_len):
+        self.token_ids = corpus.token_ids
+        self.starts, self.piece_lengths = text_pieces(corpus.sentence_offsets, max_len - 3)
+        if not len(self.starts):
+            raise ValueError("the corpus's texts hold no token")
+        self.bounds = fill_sequences(self.piece_lengths, max_len)
+        cost_before = offsets_from_lengths(self.piece_lengths + 1)
+        dtype = np.int16 if max_len <= np.iinfo(np.int16).max else np.int32
+        self.lengths = (cost_before[self.bounds[1:]] - cost_before[self.bounds[:-1]]
+                        + 1).astype(dtype)
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def tokens(self, indices, vocab):
+        """``(tokens, lengths)`` of sequences ``indices`` (an int array): int32
+        tokens back to back, int32 (len(indices),) lengths."""
+        indices = np.asarray(indices, dtype=np.int64)
+        counts = self.bounds[indices + 1] - self.bounds[indices]
+        pieces = concat_ranges(self.bounds[indices], counts)
+        return full_sentence_sequences(self.token_ids, self.starts[pieces],
+                                       self.piece_lengths[pieces],
+                                       offsets_from_lengths(counts), vocab)

@@ -16,23 +16,21 @@ with the same arguments only memory-maps the result (after checking the
 files' sizes and SHA-1s: an entry that fails the check is rebuilt, see
 :mod:`.cache`).
 
-Memory stays bounded for any corpus size: the text is streamed, token ids
-are written to disk as they are produced and memory-mapped, and examples are
-built in chunks of ``examples.PAIRS_PER_CHUNK`` pairs. Measured on a 505 MB
-WikiText-format corpus (wiki.valid.tokens of WikiText-2 repeated 450 times:
-2.8 M examples, 156 M example tokens) with max_len=128 and num_workers=0, on
-2 busy CPU cores: building took about 2 minutes; the private (anonymous)
-memory peaked at 302 MB, 84 MB of which is Python + MXNet before the first
-line is read. The resident set reached 1.5 GB only because reading batches
-touches the memory-mapped example files (1.2 GB of file-backed pages, i.e.
-page cache that the kernel reclaims under memory pressure).
+Memory stays bounded for any corpus size: the text is streamed (twice: once
+to learn the vocabulary, once to encode it, each pass printing a progress line
+on stderr, see :mod:`.progress`), token ids are written to disk as they are
+produced (uint16 when the vocabulary fits) and memory-mapped, and examples are
+stored as sentence indices into them, built in chunks of
+``examples.PAIRS_PER_CHUNK`` pairs. The cache of a corpus is about half the
+size of its text; sizes, times and memory for 2M to 100M words are in
+docs/pretraining.md ("A corpus of 100M words").
 """
 import dataclasses
 import os
 
 from .bundled import bundled_corpus_directory
 from .batches import PretrainingBatches
-from ..util.files import atomic_directory
+from ..util.files import atomic_directory, sweep_temporaries
 from ..util.hashing import sha1_of_file, sha1_of_strings
 from .cache import data_home, discard, is_intact, seal
 from .corpus import guess_file_format
@@ -40,6 +38,7 @@ from .download import WIKITEXT_ARCHIVES, wikitext_directory
 from .encoding import TokenizedCorpus, count_tokens
 from .examples import (FORMAT_VERSION, ExampleOptions, PretrainingExamples,
                        write_examples)
+from .progress import ReadProgress, paragraphs_with_progress
 from .subwords import DEFAULT_VOCAB_SIZE, train_wordpiece
 from .text_sources import TextSource, read_documents
 from .vocab import Vocab
@@ -118,7 +117,9 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     corpus_key = sha1_of_strings(sha1_of_file(path), *source.key(), lowercase,
                                  min_texts, FORMAT_VERSION)
     corpus_cache = os.path.join(data_home(), 'cache', corpus_key)
-    paragraphs = lambda: read_documents(source, lowercase, min_texts)
+    sweep_temporaries(corpus_cache)  # what a killed preparation left
+    paragraphs = lambda task: paragraphs_with_progress(
+        read_documents(source, lowercase, min_texts), ReadProgress(path, task))
     if vocab is None and vocab_kind == 'wordpiece':
         vocab = _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs)
     elif vocab is None:
@@ -127,12 +128,13 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     if not is_intact(encoded):
         discard(encoded)  # with the examples made of it
         with atomic_directory(encoded) as tmp:
-            TokenizedCorpus.write(paragraphs(), vocab, tmp)
+            TokenizedCorpus.write(paragraphs('encoding'), vocab, tmp)
             seal(tmp)
     if TokenizedCorpus(encoded).num_sentences == 0:
         raise ValueError(_no_pairs_message(path, min_texts))
     examples = os.path.join(encoded, 'examples-' + sha1_of_strings(
         dataclasses.astuple(options))[:16])
+    sweep_temporaries(encoded)
     if not is_intact(examples):
         discard(examples)
         with atomic_directory(examples) as tmp:
@@ -148,7 +150,7 @@ def _cached_vocab(corpus_cache, min_freq, paragraphs, path, min_texts):
             return Vocab.load(vocab_file)
         except (ValueError, KeyError, TypeError):  # not the JSON it wrote: rebuilt
             pass
-    counts = count_tokens(paragraphs())
+    counts = count_tokens(paragraphs('counting words'))
     if not counts:
         raise ValueError(_no_pairs_message(path, min_texts))
     vocab = Vocab(counts, min_freq=min_freq)
@@ -162,7 +164,8 @@ def _cached_vocab(corpus_cache, min_freq, paragraphs, path, min_texts):
 def _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs):
     folder = os.path.join(corpus_cache, f'wordpiece-{vocab_size}-lowercase{lowercase}')
     if not os.path.isdir(folder):
-        vocab = train_wordpiece((s for p in paragraphs() for s in p), vocab_size, lowercase)
+        vocab = train_wordpiece((s for p in paragraphs('learning word pieces') for s in p),
+                                vocab_size, lowercase)
         with atomic_directory(folder) as tmp:
             save_vocab(vocab, tmp)
     return read_wordpiece(folder)

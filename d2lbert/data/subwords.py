@@ -23,6 +23,8 @@ different vocabularies. So a vocabulary is learned once per corpus and size, kep
 the data cache (`loader`), and every run folder carries the one its model was trained
 with.
 """
+import functools
+
 import numpy as np
 
 from .wordpiece import SPECIAL_TOKENS, WordPieceVocab
@@ -58,12 +60,29 @@ def train_wordpiece(sentences, vocab_size=DEFAULT_VOCAB_SIZE, lowercase=True):
     return WordPieceVocab(sorted(token_to_id, key=token_to_id.get), lowercase)
 
 
-def sentence_tokenizer(vocab):
-    """The function sentence -> tokens (list of str) that encodes a corpus for vocab:
-    WordPiece for a `WordPieceVocab`, else the book's whitespace split."""
-    if isinstance(vocab, WordPieceVocab):
-        return lambda sentence: vocab.tokenize(prepare_sentence(sentence))
-    return str.split
+def sentence_encoder(vocab, cache_size=1 << 18):
+    """The function sentence -> token ids (list of int) that encodes a corpus for vocab:
+    WordPiece for a `WordPieceVocab`, else the book's whitespace split.
+
+    WordPiece tokenizes each space-separated word on its own (BERT's basic tokenizer
+    splits at every space first), so the ids of the `cache_size` most recently seen
+    words are kept: a corpus's frequent words are tokenized once, not at every
+    occurrence (ten times faster on WikiText), in memory bounded by `cache_size`.
+    """
+    if not isinstance(vocab, WordPieceVocab):
+        return lambda sentence: vocab[sentence.split()]
+
+    @functools.lru_cache(maxsize=cache_size)
+    def word_ids(word):
+        return vocab[vocab.tokenize(word)]
+
+    def encode(sentence):
+        ids = []
+        for word in prepare_sentence(sentence).split(' '):
+            if word:
+                ids += word_ids(word)
+        return ids
+    return encode
 
 
 def continuation_ids(vocab):

@@ -28,10 +28,11 @@ import shutil
 import stat
 import tempfile
 
+from ..util.files import (OUR_TEMPORARIES, process_alive, sweep_temporaries,  # noqa: F401
+                          temporary_prefix)
 from .errors import RunError, RunFault
 
 TEMPORARY_PREFIXES = ('.tmp-', '.old-')
-OUR_TEMPORARIES = '.tmp-d2lbert-'  # + process id + '-': beside an output of the user's
 NEARLY_FULL = 1 << 20  # bytes free after a failed write: the disk was full
 RENAME_EXCHANGE = 2  # renameat2's flag (Linux 3.15+): swap two paths atomically
 AT_FDCWD = -100
@@ -125,40 +126,6 @@ def check_new_file(flag, path, overwrite):
     if not overwrite and os.path.lexists(path):
         raise RunError(f'{flag} {path} already exists; choose a new file or pass '
                        '--overwrite to replace it (nothing was touched)')
-
-
-def process_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def temporary_prefix():
-    """The name prefix of this process's temporary files and folders beside outputs."""
-    return f'{OUR_TEMPORARIES}{os.getpid()}-'
-
-
-def sweep_temporaries(folder):
-    """Remove from `folder` the temporary files and folders of d2lbert processes that
-    are no longer running (a kill leaves them: nothing else removes them)."""
-    try:
-        names = [name for name in os.listdir(folder) if name.startswith(OUR_TEMPORARIES)]
-    except OSError:
-        return
-    for name in names:
-        owner = name[len(OUR_TEMPORARIES):].partition('-')[0]
-        if owner.isdigit() and int(owner) != os.getpid() and process_alive(int(owner)):
-            continue
-        path = os.path.join(folder, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.remove(path)
 
 
 def umask():

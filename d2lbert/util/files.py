@@ -1,8 +1,11 @@
-"""Directories that appear complete or not at all."""
+"""Directories that appear complete or not at all, and the temporary folders a killed
+process leaves (named after its process id, so a later run can remove them)."""
 import contextlib
 import os
 import shutil
 import tempfile
+
+OUR_TEMPORARIES = '.tmp-d2lbert-'  # + process id + '-'
 
 
 @contextlib.contextmanager
@@ -16,7 +19,7 @@ def atomic_directory(final_path):
     """
     parent = os.path.dirname(final_path)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='.tmp-', dir=parent)
+    tmp = tempfile.mkdtemp(prefix=temporary_prefix(), dir=parent)
     try:
         yield tmp
         try:
@@ -26,3 +29,38 @@ def atomic_directory(final_path):
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def process_alive(pid):
+    """Whether a process with this id runs (on this machine)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def temporary_prefix():
+    """The name prefix of this process's temporary files and folders beside outputs."""
+    return f'{OUR_TEMPORARIES}{os.getpid()}-'
+
+
+def sweep_temporaries(folder):
+    """Remove from `folder` the temporary files and folders of d2lbert processes that
+    are no longer running (a kill leaves them: nothing else removes them)."""
+    try:
+        names = [name for name in os.listdir(folder) if name.startswith(OUR_TEMPORARIES)]
+    except OSError:
+        return
+    for name in names:
+        owner = name[len(OUR_TEMPORARIES):].partition('-')[0]
+        if owner.isdigit() and int(owner) != os.getpid() and process_alive(int(owner)):
+            continue
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(path)

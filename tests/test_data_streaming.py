@@ -1,0 +1,217 @@
+"""A corpus of any size: small cache, fast WordPiece encoding, progress, kills (issue 43).
+
+All on small generated corpora; the sizes and timings of a 540 MB corpus are in
+docs/pretraining.md.
+"""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+from d2lbert.data import progress
+from d2lbert.data.batches import PretrainingBatches
+from d2lbert.data.encoding import TokenizedCorpus, count_tokens, token_dtype
+from d2lbert.data.loader import build_pretraining_examples
+from d2lbert.data.make_bundled_corpus import generate_corpus
+from d2lbert.data.subwords import prepare_sentence, sentence_encoder
+from d2lbert.data.vocab import Vocab
+from d2lbert.data.wordpiece import WordPieceVocab
+from d2lbert.util.files import OUR_TEMPORARIES
+
+# SHA-1 of every batch of epochs 0 and 1 of the corpus `small_corpus`, words vocabulary,
+# max_len 64, seed 0, batch size 32, as the pipeline before issue 43 made them (it
+# stored every example's tokens, int32): the new cache must give the same batches.
+OLD_PIPELINE_BATCHES = {True: '2f377ea6b4e7fca37504bb9300757a74d2d51e5b',
+                        False: '50ed8dfcadcd3276d04923cfbbc27b984dc63ecc'}
+
+
+@pytest.fixture(autouse=True)
+def data_home(tmp_path, monkeypatch):
+    monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'home'))
+
+
+@pytest.fixture(scope='module')
+def small_corpus(tmp_path_factory):
+    path = tmp_path_factory.mktemp('corpus') / 'wiki.small.tokens'
+    path.write_text(generate_corpus(seed=7, num_articles={'train': 300})['train'],
+                    encoding='utf-8')
+    return str(path)
+
+
+def batches_digest(examples):
+    digest = hashlib.sha1()
+    data_iter = PretrainingBatches(examples, 32, True, 16, 'keep')
+    for epoch in (0, 1):
+        for batch in data_iter.batches(epoch):
+            for array in batch:
+                digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize('dynamic_masking', [True, False])
+def test_batches_equal_the_old_pipelines(small_corpus, dynamic_masking):
+    examples = build_pretraining_examples(small_corpus, 64, 0,
+                                          dynamic_masking=dynamic_masking)
+    assert batches_digest(examples) == OLD_PIPELINE_BATCHES[dynamic_masking]
+
+
+def test_cache_stores_no_copy_of_the_tokens(small_corpus):
+    """The examples are sentence indices: the whole cache is smaller than the text."""
+    examples = build_pretraining_examples(small_corpus, 64, 0, dynamic_masking=True)
+    corpus_folder = os.path.dirname(examples.directory)
+    assert sorted(os.listdir(examples.directory)) == [
+        'manifest.json', 'options.json', 'second_sentences.int32']
+    assert examples.corpus.token_ids.dtype == np.uint16
+    cache_bytes = sum(os.path.getsize(os.path.join(folder, name))
+                      for folder, _, names in os.walk(corpus_folder) for name in names)
+    assert cache_bytes < 0.6 * os.path.getsize(small_corpus)
+
+
+def test_token_dtype_holds_every_id():
+    assert token_dtype(65536) == np.uint16
+    assert token_dtype(65537) == np.int32
+
+
+@pytest.mark.parametrize('num_words', [65531, 65540])
+def test_ids_near_and_over_65536_are_stored_exactly(tmp_path, num_words):
+    """A vocabulary of 65,536 tokens (5 special + 65,531 words) fits uint16; one more
+    falls back to int32, and the largest ids come back as they went in."""
+    vocab = Vocab({f'w{i}': 2 for i in range(num_words)})
+    words = vocab.idx_to_token
+    paragraphs = [[' '.join(words[-7:]) + ' .', ' '.join(words[5:8]) + ' .']] * 3
+    corpus = TokenizedCorpus.write(paragraphs, vocab, str(tmp_path))
+    assert corpus.token_ids.dtype == token_dtype(len(vocab))
+    expected = [vocab[sentence.split()] for paragraph in paragraphs
+                for sentence in paragraph]
+    assert corpus.token_ids.tolist() == [i for ids in expected for i in ids]
+    assert max(corpus.token_ids) == len(vocab) - 1
+
+
+TRICKY_TEXT = [
+    'The café\u0301 ( Zürich ) sold 1 @,@ 000 naïve crème @-@ brûlée , didn\'t it ?',
+    'A <unk> and [MASK] written in text , x[SEP]y , 東京 and ＡＢＣ full @.@ width .',
+    'tabs\tand\xa0no @-@ break spaces , a\x1cb control , zero\u200bwidth , ' + 'x' * 120,
+    'supercalifragilisticexpialidocious antidisestablishmentarianism ' * 3,
+]
+
+
+@pytest.mark.parametrize('lowercase', [True, False])
+def test_wordpiece_encoder_equals_the_tokenizer(lowercase):
+    """The per-word cache gives the ids of tokenizing whole sentences (GluonNLP's
+    BERTTokenizer, itself checked against transformers in test_wordpiece), also when
+    the cache is smaller than the words."""
+    pieces = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'the', 'caf', '##e', 'a',
+              '##b', 'x', '##x', 'and', ',', '.', '(', ')', 'super', '##cal', 'an',
+              '##ti', 'zu', '##rich', '東', 'ab', '##c', 'c', 'A', 'The', 'T', '##he']
+    vocab = WordPieceVocab(pieces, lowercase)
+    for cache_size in (1 << 10, 2):
+        encode = sentence_encoder(vocab, cache_size)
+        for sentence in TRICKY_TEXT * 2:
+            assert encode(sentence) == vocab[vocab.tokenize(prepare_sentence(sentence))]
+
+
+def test_progress_lines(small_corpus, monkeypatch, capsys):
+    monkeypatch.setattr(progress, 'PRINT_EVERY', 0)
+    build_pretraining_examples(small_corpus, 64, 0)
+    lines = capsys.readouterr().err.splitlines()
+    for task in ('counting words', 'encoding'):
+        ours = [line for line in lines if f'wiki.small.tokens: {task} ' in line]
+        assert any('MB of' in line and 'MB/s' in line and 's left' in line
+                   for line in ours), lines
+        assert ours[-1].endswith('s') and '(100%), done in' in ours[-1]
+
+
+def test_counting_holds_one_paragraph_at_a_time():
+    """count_tokens's memory is its counts: it never keeps a paragraph it has read."""
+    class Paragraph(list):  # a list that can be watched by a weak reference
+        pass
+    seen = []
+
+    def paragraphs():
+        for i in range(1000):
+            paragraph = Paragraph([f'w{i % 7} a .', 'b c .'])
+            seen.append(weakref.ref(paragraph))
+            assert sum(ref() is not None for ref in seen) <= 2
+            yield paragraph
+    counts = count_tokens(paragraphs())
+    assert counts['a'] == 1000 and len(counts) == 11
+
+
+KILLED_RUN = '''
+import sys
+from d2lbert.data import progress
+from d2lbert.data.loader import build_pretraining_examples
+progress.PRINT_EVERY = 0.01
+build_pretraining_examples(sys.argv[1], 64, 0, vocab_kind='wordpiece', vocab_size=300)
+'''
+
+
+def test_kill_mid_encoding_then_rerun_trains(tmp_path):
+    """SIGKILL while the corpus is encoded leaves no entry a later run would read, and
+    `pretrain` on the same corpus then trains, removing the killed run's temporary
+    folder."""
+    folder = tmp_path / 'corpus'
+    folder.mkdir()
+    text = generate_corpus(seed=3, num_articles={'train': 600, 'valid': 20})
+    for split in ('train', 'valid'):
+        (folder / f'wiki.{split}.tokens').write_text(text[split] * (4 if split == 'train'
+                                                                    else 1))
+    env = dict(os.environ, D2LBERT_HOME=str(tmp_path / 'home'), OMP_NUM_THREADS='1')
+    run = subprocess.Popen([sys.executable, '-c', KILLED_RUN,
+                            str(folder / 'wiki.train.tokens')], env=env,
+                           stderr=subprocess.PIPE, text=True)
+    for line in run.stderr:
+        if ': encoding ' in line:
+            break
+    else:
+        pytest.fail('the run never reached encoding')
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    cache = tmp_path / 'home' / 'cache'
+    entries = [name for _, folders, _ in os.walk(cache) for name in folders
+               if name.startswith(('corpus-', 'examples-'))]
+    assert entries == []
+    leftovers = [name for _, folders, _ in os.walk(cache) for name in folders
+                 if name.startswith(OUR_TEMPORARIES)]
+    assert len(leftovers) == 1  # the killed run's, removed by the next one:
+    out = tmp_path / 'run'
+    done = subprocess.run([sys.executable, '-m', 'd2lbert', 'pretrain', '--data',
+                           str(folder), '--steps', '2', '--preset', 'book',
+                           '--batch-size', '8', '--vocab-size', '300', '--out', str(out),
+                           '--no-progress'], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    with open(out / 'metrics.jsonl') as f:
+        assert 2 in [json.loads(line).get('step') for line in f]
+    assert not [name for _, folders, _ in os.walk(cache) for name in folders
+                if name.startswith(OUR_TEMPORARIES)]
+
+
+def resident_kilobytes(path):
+    """The resident memory of this process's mappings of the file `path` (smaps)."""
+    with open('/proc/self/smaps') as f:
+        lines = f.read().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.endswith(' ' + path)]
+    assert starts, f'{path} is not mapped'
+    return sum(next(int(entry.split()[1]) for entry in lines[i + 1:]
+                    if entry.startswith('Rss:')) for i in starts)
+
+
+@pytest.mark.skipif(not os.path.isfile('/proc/self/smaps'), reason='needs Linux /proc')
+def test_reading_examples_does_not_keep_the_token_pages(small_corpus):
+    """Batches of random sentences would map the whole token file into the process's
+    memory over a long run: the pages read are released after each batch."""
+    examples = build_pretraining_examples(small_corpus, 64, 0, dynamic_masking=True)
+    token_file = os.path.join(os.path.dirname(examples.directory), 'token_ids.uint16')
+    assert os.path.getsize(token_file) > 8 * 4096
+    rng = np.random.default_rng(0)
+    for start in range(0, len(examples), 500):
+        examples.masked_tokens(np.arange(start, min(start + 500, len(examples))), rng)
+    assert resident_kilobytes(token_file) <= 4
+    assert int(examples.corpus.token_ids.sum()) > 0  # readable after the release
