@@ -13,6 +13,7 @@ DIE_AT_STEP is set, makes the worker of rank 1 SIGKILL itself at that step.
 import contextlib
 import importlib.util
 import io
+import inspect
 import json
 import os
 import re
@@ -490,9 +491,10 @@ def run_test_worker(argv):
     seen = {}
     train_loop, seed_step = module._train_loop, module.seed_step
 
-    def capturing_train_loop(options, net, *args):
-        seen['net'], seen['worker'] = net, args[-1]
-        return train_loop(options, net, *args)
+    def capturing_train_loop(*args, **kwargs):
+        given = inspect.signature(train_loop).bind(*args, **kwargs).arguments
+        seen['net'], seen['worker'] = given['net'], given['worker']
+        return train_loop(*args, **kwargs)
 
     def seed_step_or_die(seed, step, worker=0):
         if step == int(os.environ.get('DIE_AT_STEP', 0)) and worker == 1:

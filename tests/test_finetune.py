@@ -414,11 +414,12 @@ def test_a_classifier_of_single_texts_reads_cls_by_default(task, name, lines, tm
     """<cls>, as Hugging Face's classifiers read it, so `convert --to-hf` takes the
     default model of SST-2, CoLA and a CSV of texts (the mean has no Hugging Face form)."""
     from d2lbert.finetuning.labelled_task import read_labelled_task
+    from d2lbert.finetuning.tasks import TASKS
     data = tmp_path / name
     data.write_text('\n'.join(lines) + '\n', encoding='utf-8')
     options = FinetuneOptions(task=task, model='m', data=str(data))
     vocab = Vocab({'a': 2, 'river': 2, 'the': 2, 'sea': 2})
-    assert read_labelled_task(options, vocab).info.pooling == 'cls'
+    assert read_labelled_task(TASKS[task], options, vocab).info.pooling == 'cls'
 
 
 def test_a_task_json_written_before_pooling_existed_means_cls():

@@ -132,6 +132,12 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
             seal(tmp)
     if TokenizedCorpus(encoded).num_sentences == 0:
         raise ValueError(_no_pairs_message(path, min_texts))
+    return _cached_examples(encoded, vocab, options, num_workers)
+
+
+def _cached_examples(encoded, vocab, options, num_workers):
+    """The `PretrainingExamples` of the encoded corpus in folder `encoded` and
+    `options`, written (in a folder of their own inside it) unless intact there."""
     examples = os.path.join(encoded, 'examples-' + sha1_of_strings(
         dataclasses.astuple(options))[:16])
     sweep_temporaries(encoded)
