@@ -20,10 +20,12 @@ import dataclasses
 import os
 
 from .corpus import guess_file_format, read_paragraphs
-from .tasks.custom import FILE_FORMATS as TABLE_FORMATS, file_records
+from .tasks.custom import FILE_FORMATS, file_records
 from .tasks.tables import line_error
 
 HELD_OUT_SHARE = 0.05
+# a table's extension and its format's name ('tsv'), as `custom.file_records` takes it
+TABLE_FORMATS = {extension: extension[1:] for extension in FILE_FORMATS}
 DEFAULT_TEXT_COLUMN = 'text'
 LAYOUT_NAMES = {
     'wikitext': "WikiText (a paragraph per line, sentences ending at ' . ')",
