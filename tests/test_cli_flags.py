@@ -107,7 +107,7 @@ def test_python_api_refuses_with_the_cli_message(workdir, capsys):
 
 @pytest.mark.parametrize('field, value', [
     ('steps', '3'), ('steps', 2.0), ('steps', True), ('lr', '0.1'), ('batch_size', 2.5),
-    ('optimizer', None), ('gpus', 0), ('cpu', 'yes'), ('progress', 1)])
+    ('optimizer', 3), ('gpus', 0), ('cpu', 'yes'), ('progress', 1)])
 def test_python_api_checks_types(field, value):
     with pytest.raises(ValueError, match=f'{field.replace("_", "-")} must be'):
         PretrainOptions(**{field: value})

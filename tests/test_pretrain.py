@@ -274,6 +274,20 @@ def test_size_batch_and_lr_default_by_the_data():
     assert chosen(data='my/text.txt', config='bert.json') == (None, 128, 5e-4)
 
 
+def test_the_masked_lm_alone_from_scratch_defaults_to_adam():
+    """--objective mlm from random weights: Adam with bias correction (BERTAdam's large
+    first steps keep the masked LM alone on its plateau, docs/pretraining.md); mlm+nsp,
+    --model and fine-tuning keep BERTAdam; a given --optimizer wins."""
+    from d2lbert.finetuning.finetune import FinetuneOptions
+    assert PretrainOptions(objective='mlm', data='my/text.txt').optimizer == 'adam'
+    assert PretrainOptions(objective='mlm').optimizer == 'adam'
+    assert PretrainOptions(data='my/text.txt').optimizer == 'bertadam'
+    assert PretrainOptions().optimizer == 'bertadam'
+    assert PretrainOptions(objective='mlm', model='some/run').optimizer == 'bertadam'
+    assert PretrainOptions(objective='mlm', optimizer='lamb').optimizer == 'lamb'
+    assert FinetuneOptions(task='glue/sst2', model='some/run').optimizer == 'bertadam'
+
+
 def test_default_warmup_is_a_fifth_of_the_steps():
     assert warmup_steps(PretrainOptions(steps=500)) == 100
     assert warmup_steps(PretrainOptions(steps=2000)) == 400

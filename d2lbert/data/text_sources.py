@@ -26,6 +26,8 @@ from .tasks.tables import line_error
 # a table's format by its extension, '.tsv' -> 'tsv' (`tasks.custom.file_records` reads it)
 TABLE_FORMATS = {extension: extension[1:] for extension in FILE_FORMATS}
 HELD_OUT_SHARE = 0.05
+# a table's extension and its format's name ('tsv'), as `custom.file_records` takes it
+TABLE_FORMATS = {extension: extension[1:] for extension in FILE_FORMATS}
 DEFAULT_TEXT_COLUMN = 'text'
 LAYOUT_NAMES = {
     'wikitext': "WikiText (a paragraph per line, sentences ending at ' . ')",

@@ -12,6 +12,7 @@ from .options import Options, choice, fraction, integer, number, option, optiona
 from .precision import PRECISIONS
 
 MAX_SEED = 2 ** 32 - 1
+DEFAULT_OPTIMIZER = 'bertadam'  # unless a command's recipe chooses another
 
 
 @dataclasses.dataclass
@@ -22,8 +23,8 @@ class TrainingOptions(Options):
                         "folder, a Hugging Face BERT folder, the book's bert.small or bert.base "
                         '(name, zip or folder)', text(optional=True))
     lr: float = option(None, 'peak learning rate', optional(number(0, inclusive=False)))
-    optimizer: str = option('bertadam', 'adam, bertadam (decoupled weight decay) or lamb',
-                            choice(OPTIMIZERS))
+    optimizer: str = option(None, 'adam, bertadam (decoupled weight decay) or lamb',
+                            optional(choice(OPTIMIZERS)), shown_default=DEFAULT_OPTIMIZER)
     weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
                                  'parameters)', number(0))
     clip: float = option(1.0, 'clip the global gradient norm to this (0: off)',
@@ -46,3 +47,8 @@ class TrainingOptions(Options):
     progress: bool = option(True, 'no progress bar')
     plain: bool = option(False, "run the book's model (d2lbert.model) instead of the fast "
                          'path (d2lbert.fast): same numbers, slower on a CPU')
+
+    def __post_init__(self):
+        if self.optimizer is None:
+            self.optimizer = DEFAULT_OPTIMIZER
+        super().__post_init__()
