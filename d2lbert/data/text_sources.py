@@ -23,8 +23,6 @@ from .corpus import guess_file_format, read_paragraphs
 from .tasks.custom import FILE_FORMATS, file_records
 from .tasks.tables import line_error
 
-# a table's format by its extension, '.tsv' -> 'tsv' (`tasks.custom.file_records` reads it)
-TABLE_FORMATS = {extension: extension[1:] for extension in FILE_FORMATS}
 HELD_OUT_SHARE = 0.05
 # a table's extension and its format's name ('tsv'), as `custom.file_records` takes it
 TABLE_FORMATS = {extension: extension[1:] for extension in FILE_FORMATS}
