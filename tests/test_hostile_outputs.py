@@ -328,6 +328,32 @@ def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops(sig, ctrl_c_
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_lost_stop_is_not_printed_but_other_lost_errors_are(monkeypatch):
+    """The lost `Stopped` is raised again, so Python's "Exception ignored in ..."
+    traceback for it would only clutter the command's one line; any other exception a
+    finalizer loses still reaches the hook that was there before."""
+    from d2lbert.run.signals import Stopped, stop_on_sigterm
+    reported = []
+    monkeypatch.setattr(sys, 'unraisablehook', lambda unraisable: reported.append(
+        type(unraisable.exc_value).__name__))
+
+    class LosesAnError:
+        def __del__(self):
+            raise ValueError('lost')
+
+    class SignalledWhileFreed:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Stopped):
+        with stop_on_sigterm():
+            freed = SignalledWhileFreed()
+            del freed
+            lost = LosesAnError()
+            del lost
+    assert reported == ['ValueError']
+
+
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_a_run_with_one_line_and_no_lock(sig, workspace, tmp_path):
     out = tmp_path / 'run'

@@ -4,6 +4,7 @@ the command prints one line and exits with 128 + the signal's number (143; 130 f
 Ctrl-C), instead of dying on the spot with a stale lock and a half-written folder."""
 import contextlib
 import signal
+import sys
 import threading
 
 
@@ -35,6 +36,16 @@ def raise_if_stopped():
         raise Stopped(received[0])
 
 
+def quiet_about_lost_stops(previous_hook):
+    """An `sys.unraisablehook` that says nothing of a `Stopped` lost in a finalizer
+    (`raise_if_stopped` raises it again, and the command prints its one line) and
+    passes everything else to `previous_hook`."""
+    def hook(unraisable):
+        if not isinstance(unraisable.exc_value, Stopped):
+            previous_hook(unraisable)
+    return hook
+
+
 @contextlib.contextmanager
 def stop_on_sigterm(then_ignore=False):
     """Within the block, SIGTERM raises `Stopped`, and so does Ctrl-C (SIGINT) unless
@@ -48,6 +59,8 @@ def stop_on_sigterm(then_ignore=False):
         yield
         return
     received.clear()
+    previous_unraisable_hook = sys.unraisablehook
+    sys.unraisablehook = quiet_about_lost_stops(previous_unraisable_hook)
     previous_term = signal.signal(signal.SIGTERM, raise_stopped)
     previous_int = signal.getsignal(signal.SIGINT)
     if previous_int is signal.default_int_handler:
@@ -56,5 +69,6 @@ def stop_on_sigterm(then_ignore=False):
         yield
         raise_if_stopped()
     finally:
+        sys.unraisablehook = previous_unraisable_hook
         signal.signal(signal.SIGTERM, signal.SIG_IGN if then_ignore else previous_term)
         signal.signal(signal.SIGINT, signal.SIG_IGN if then_ignore else previous_int)
