@@ -3,6 +3,7 @@ launch."""
 import argparse
 import os
 import sys
+import warnings
 
 from .bench import BenchOptions
 from .finetuning.finetune import FinetuneOptions
@@ -53,9 +54,11 @@ def start_model(options):
         return None
     import mxnet as mx
     from .interop.pretrained import model_source
-    from .pretraining.start import StartModel
+    from .pretraining.start import StartModel, fresh_heads_line
     mx.random.seed(options.seed)
     net, vocab = load_model_flag(options.model)
+    if getattr(net, 'missing_heads', ()):
+        print(fresh_heads_line(options.model, net.missing_heads))
     return StartModel(net, vocab, model_source(options.model))
 
 
@@ -69,11 +72,15 @@ def add_finetune_parser(subparsers):
 
 
 def load_model_flag(model):
-    """`load_pretrained(--model)`, its errors naming the flag."""
+    """`load_pretrained(--model)`, its errors naming the flag; the heads a model lacks
+    are not warned about (the command says what it does about them)."""
     from .interop import load_pretrained
+    from .interop.hf_weights import MissingHeadsWarning
     from .interop.huggingface import PickleRefused
     try:
-        return load_pretrained(model)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', MissingHeadsWarning)
+            return load_pretrained(model)
     except PickleRefused as error:
         raise ValueError(f'--model {model}: {error.path} is a pickle, and loading a pickle '
                          'can run arbitrary code; if you trust it, convert the folder first: '

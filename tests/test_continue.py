@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 
 import numpy as onp
 import pytest
@@ -14,6 +15,7 @@ import pytest
 transformers = pytest.importorskip('transformers')
 torch = pytest.importorskip('torch')
 
+from d2lbert.cli import main  # noqa: E402
 from d2lbert.data import load_data_wiki  # noqa: E402
 from d2lbert.data.vocab_files import read_wordpiece  # noqa: E402
 from test_cli_flags import run_main  # noqa: E402
@@ -132,7 +134,16 @@ def test_a_bare_bert_model_gets_a_fresh_tied_head_that_converts(hf_bare, text_fi
     """MiniLM's case: no MLM transform, no NSP head. They are drawn fresh, the output
     layer is the word embedding (tied); convert --to-hf writes the MLM head, which
     transformers' BertForMaskedLM loads and computes the same logits with."""
-    out = continue_model(hf_bare, text_file, tmp_path / 'run', capsys)
+    out = str(tmp_path / 'run')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        code = main(['pretrain', '--model', hf_bare, '--data', text_file, '--out', out, *STEPS])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert (f"--model {hf_bare} has no masked-LM or next-sentence head: drawn fresh (the "
+            "masked LM's output tied to the word embeddings)") in printed.out  # in the
+    # command's words, not as a Python warning
+    assert not [w for w in caught if 'head' in str(w.message)]
     assert read_records(out, 'valid')[0]['step'] == 0
     hf_out = str(tmp_path / 'hf')
     code, err = run_main(['convert', '--to-hf', out, '--out', hf_out], capsys)

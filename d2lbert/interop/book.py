@@ -55,7 +55,7 @@ from ..data.cache import data_home
 from ..data.download import archive_url, cached_archive
 from ..data.vocab import SPECIAL_TOKENS, Vocab
 from ..model import BERTConfig, BERTModel
-from .hf_weights import dense
+from .hf_weights import MissingHeadsWarning, dense
 
 DATA_URL = 'http://d2l-data.s3-accelerate.amazonaws.com/'  # d2l.DATA_URL
 URL_VARIABLE = 'D2LBERT_BOOK_MODELS_URL'  # a mirror holding the same zips
@@ -256,7 +256,7 @@ def load_params(net, params, order, source):
             param.set_data(np.array(value.astype('float32')))
     if heads:
         warnings.warn(f'{source} has no {heads} head(s): their parameters stay randomly '
-                      'initialized', stacklevel=3)
+                      'initialized', MissingHeadsWarning, stacklevel=3)
     return heads
 
 

@@ -30,6 +30,12 @@ import warnings
 import numpy as onp
 from mxnet import np
 
+
+class MissingHeadsWarning(UserWarning):
+    """A checkpoint lacks pretraining heads (pooler, masked LM, next sentence): they
+    stay randomly initialized. A command that draws them fresh on purpose (`pretrain
+    --model`) or never uses them (`finetune`) says so in its own words instead."""
+
 # Optional parts of a checkpoint: `BertModel` has no `cls.*` heads, and may lack a pooler.
 HEADS = {'pooler': 'bert.pooler.', 'mlm': 'cls.predictions.', 'nsp': 'cls.seq_relationship.'}
 # Saved by some versions of transformers, but not weights.
@@ -155,7 +161,7 @@ def load_tensors(net, tensors, source, unused_heads=()):
     missing = [head for head in heads if head not in unused_heads]
     if missing:
         warnings.warn(f'{source} has no {missing} head(s): their parameters stay randomly '
-                      'initialized', stacklevel=3)
+                      'initialized', MissingHeadsWarning, stacklevel=3)
     if ignored:
         warnings.warn(f'{source}: ignored tensor(s) {ignored}', stacklevel=3)
     return heads

@@ -71,6 +71,16 @@ def continued_net(start, config, ctxs):
     return net
 
 
+def fresh_heads_line(model, missing_heads):
+    """What the run says of the heads ('pooler', 'mlm', 'nsp') --model lacks."""
+    names = {'pooler': 'pooler', 'mlm': 'masked-LM', 'nsp': 'next-sentence'}
+    *others, last = [names[head] for head in missing_heads]
+    heads = f'{", ".join(others)} or {last}' if others else last
+    tied = " (the masked LM's output tied to the word embeddings)" if 'mlm' in missing_heads \
+        else ''
+    return f'--model {model} has no {heads} head: drawn fresh{tied}'
+
+
 def fresh_head_parameters(net):
     """The parameters of net's masked-LM head but its output weight (which may be the
     word embedding): the transform's and the output bias."""
