@@ -7,13 +7,13 @@ from mxnet import autograd, gluon, np, npx
 
 from d2lbert import fast
 from d2lbert.fast import kernels
-from d2lbert.run.optimizer import load_trainer_states, make_trainer, no_decay
+from d2lbert.run.optimizer import AdamW, load_trainer_states, make_trainer, no_decay
 from d2lbert.run.step import optimizer_step
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="d2lbert's kernels not built")
 
 OPTIONS = {'learning_rate': 0.01, 'wd': 0.1}
-FUSED = {'adam': fast.FusedAdam, 'bertadam': fast.FusedBERTAdam}
+FUSED = {'adam': fast.FusedAdam, 'adamw': fast.FusedAdamW, 'bertadam': fast.FusedBERTAdam}
 
 
 def small_net(ctxs, seed=0):
@@ -31,7 +31,7 @@ def small_net(ctxs, seed=0):
 
 
 def trainer_of(net, name, fused):
-    import gluonnlp  # noqa: F401  (registers 'bertadam')
+    assert AdamW  # importing run.optimizer registers 'adamw' (and gluonnlp 'bertadam')
     optimizer = FUSED[name](**OPTIONS) if fused else name
     return gluon.Trainer(net.collect_params(), optimizer, None if fused else OPTIONS,
                          update_on_kvstore=False)
@@ -96,8 +96,9 @@ def optimizer_step_without_fusion(net, trainer, clip, loss_scale):
 
 def reference_weights(name, clip, loss_scale, steps=4):
     """The weights after `train`'s steps, by the optimizers' formulas in float64 NumPy:
-    clipping, then Adam (weight decay in the gradient, bias correction) or BERTAdam
-    (decoupled weight decay, no bias correction); biases get no weight decay."""
+    clipping, then Adam (weight decay in the gradient, bias correction), BERTAdam
+    (decoupled weight decay, no bias correction) or AdamW (decoupled weight decay, bias
+    correction of the rate, which scales both terms); biases get no weight decay."""
     net = small_net([mx.cpu()])
     names = list(net.collect_params().keys())
     ws = [w.astype('float64') for w in weights(net, mx.cpu())]
@@ -119,12 +120,14 @@ def reference_weights(name, clip, loss_scale, steps=4):
                 lr = OPTIONS['learning_rate'] * onp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
                 ws[i] = ws[i] - lr * ms[i] / (onp.sqrt(vs[i]) + 1e-8)
             else:
-                ws[i] = ws[i] - OPTIONS['learning_rate'] * (
+                correction = onp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) if name == 'adamw' \
+                    else 1.0
+                ws[i] = ws[i] - OPTIONS['learning_rate'] * correction * (
                     ms[i] / (onp.sqrt(vs[i]) + 1e-6) + wd * ws[i])
     return ws
 
 
-@pytest.mark.parametrize('name', ['adam', 'bertadam'])
+@pytest.mark.parametrize('name', ['adam', 'adamw', 'bertadam'])
 @pytest.mark.parametrize('clip,loss_scale', [(1.0, 1.0), (None, 1.0), (1000.0, 8.0)])
 def test_fused_step_follows_the_optimizers_formulas(name, clip, loss_scale):
     """Within 2e-6 of float64 after 4 steps of lr 0.01 (gradient norms about 27000
@@ -163,7 +166,7 @@ def test_global_norm_is_the_float64_norm():
     assert abs(scale - 1.0 / norm) <= 1e-6 / norm
 
 
-@pytest.mark.parametrize('name', ['adam', 'bertadam'])
+@pytest.mark.parametrize('name', ['adam', 'adamw', 'bertadam'])
 @pytest.mark.parametrize('first,second', [(True, False), (False, True)])
 def test_trainer_states_load_across_fused_and_plain(tmp_path, name, first, second):
     """A checkpoint of either variant resumes in the other with the same result, keeping

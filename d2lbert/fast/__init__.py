@@ -19,7 +19,7 @@ either loads into the other, and both compute the same numbers:
 * `FastBERTModel` (`model.py`): the pretraining losses as one graph
   (`objective.py`) with the masked-LM gradient computed in the forward pass
   (`mlm_loss.py`);
-* `FusedAdam`, `FusedBERTAdam` (`optimizer.py`): the optimizer's step, clipping,
+* `FusedAdam`, `FusedAdamW`, `FusedBERTAdam` (`optimizer.py`): the optimizer's step, clipping,
   update and zeroing the gradients in one pass over each parameter; the trainer of a
   model on the fast path uses them (`d2lbert.run.setup` asks `fused_optimizer`).
 
@@ -40,7 +40,7 @@ from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
-from .optimizer import FusedAdam, FusedBERTAdam, FusedUpdate, fused_optimizer
+from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer
 
 FAST_BLOCKS = {MultiHeadAttention: FusedMultiHeadAttention, AddNorm: FusedAddNorm,
                nn.LayerNorm: FusedLayerNorm, TransformerEncoderBlock: LinkedEncoderBlock,

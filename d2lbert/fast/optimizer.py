@@ -100,16 +100,21 @@ class FusedBERTAdam(FusedUpdate, BERTAdam):
     bias_correction = False
 
 
+class FusedAdamW(FusedUpdate, BERTAdam):
+    """d2lbert's `AdamW` (`run.optimizer`: decoupled weight decay, bias correction)."""
+    decoupled = True
+
+
 def numbers(values):
     """Numbers as an operator attribute: comma-separated, each as Python writes it."""
     return ','.join(repr(float(value)) for value in values)
 
 
-FUSED_OPTIMIZERS = {'adam': FusedAdam, 'bertadam': FusedBERTAdam}
+FUSED_OPTIMIZERS = {'adam': FusedAdam, 'adamw': FusedAdamW, 'bertadam': FusedBERTAdam}
 
 
 def fused_optimizer(name, **options):
-    """The fused variant of optimizer `name` ('adam' or 'bertadam') made with `options`
+    """The fused variant of optimizer `name` ('adam', 'adamw' or 'bertadam') made with `options`
     (learning_rate, wd, ...), or None if it has none or the kernels can't run."""
     if name not in FUSED_OPTIMIZERS or not kernels.available():
         return None

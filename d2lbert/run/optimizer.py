@@ -1,10 +1,30 @@
 """Optimizers and the trainer that runs them."""
+import math
+
+import mxnet as mx
+from gluonnlp.optimizer import BERTAdam
 from mxnet import gluon
 
 # adam: MXNet's Adam (weight decay added to the gradient); bertadam: GluonNLP's
-# BERTAdam (decoupled weight decay, as Google's BERT); lamb: MXNet's LAMB
-# (layer-wise adaptive rates, for large batches).
-OPTIMIZERS = ('adam', 'bertadam', 'lamb')
+# BERTAdam (decoupled weight decay, as Google's BERT, no bias correction); adamw: both
+# (decoupled weight decay and Adam's bias correction, as Loshchilov & Hutter's AdamW
+# and PyTorch's); lamb: MXNet's LAMB (layer-wise adaptive rates, for large batches).
+OPTIMIZERS = ('adam', 'adamw', 'bertadam', 'lamb')
+
+
+@mx.optimizer.register
+class AdamW(BERTAdam):
+    """BERTAdam with Adam's bias correction: step t's learning rate is scaled by
+    sqrt(1 - beta2^t) / (1 - beta1^t), as MXNet's Adam scales it (the decay term too,
+    as the two share BERTAdam's rate). Without the correction, BERTAdam's first steps
+    are several times the learning rate; with the decay added to the gradient (MXNet's
+    Adam), a word absent from the batches still moves by about the learning rate each
+    step, towards 0: Adam divides the tiny decay gradient by its own tiny size."""
+
+    def _get_lrs(self, indices):
+        counts = [self._index_update_count[index] for index in indices]
+        return [lr * math.sqrt(1. - self.beta2 ** t) / (1. - self.beta1 ** t)
+                for lr, t in zip(super()._get_lrs(indices), counts)]
 
 
 def no_decay(name):
@@ -28,7 +48,6 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
     for name, param in params.items():
         if no_decay(name):
             param.wd_mult = 0.0
-    import gluonnlp  # noqa: F401  (registers the 'bertadam' optimizer)
     options = {'learning_rate': lr, 'wd': weight_decay}
     fused = (fast_path.fused_optimizer(optimizer, **options)
              if fast_path is not None and fast_path.is_fast(net) else None)

@@ -23,7 +23,8 @@ class TrainingOptions(Options):
                         "folder, a Hugging Face BERT folder, the book's bert.small or bert.base "
                         '(name, zip or folder)', text(optional=True))
     lr: float = option(None, 'peak learning rate', optional(number(0, inclusive=False)))
-    optimizer: str = option(None, 'adam, bertadam (decoupled weight decay) or lamb',
+    optimizer: str = option(None, 'adam, adamw (decoupled weight decay), bertadam (adamw '
+                            'without bias correction) or lamb',
                             optional(choice(OPTIMIZERS)), shown_default=DEFAULT_OPTIMIZER)
     weight_decay: float = option(0.01, 'weight decay (never on biases and LayerNorm '
                                  'parameters)', number(0))
