@@ -132,6 +132,8 @@ def watch(command, env, run_dir, tmp_dir, every):
             time.sleep(every)
             print(''.join('  | ' + line for line in echo.readlines()), end='', flush=True)
             look = sample(process.pid, run_dir, tmp_dir)
+            if process.poll() is not None:  # it ended while being looked at
+                break
             records, seen = new_train_records(os.path.join(run_dir, 'metrics.jsonl'), seen)
             look.update(seconds=time.time() - start, train=records)
             samples.append(look)
@@ -221,6 +223,8 @@ def rederive(out, plot_path, minutes):
     written back to it; the plot redrawn."""
     with open(out, encoding='utf-8') as f:
         results = json.load(f)
+    # a look taken as the job ended found no process (what the first version recorded)
+    results['samples'] = [s for s in results['samples'] if s['rss_mb'] > 0]
     results['checks'] = checks(results['samples'], minutes)
     write_results('hour_study', out, results)
     plot(results['samples'], plot_path)
