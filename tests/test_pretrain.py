@@ -274,13 +274,16 @@ def test_size_batch_and_lr_default_by_the_data():
     assert chosen(data='my/text.txt', config='bert.json') == (None, 128, 5e-4)
 
 
-def test_the_masked_lm_alone_from_scratch_defaults_to_adam():
-    """--objective mlm from random weights: Adam with bias correction (BERTAdam's large
-    first steps keep the masked LM alone on its plateau, docs/pretraining.md); mlm+nsp,
-    --model and fine-tuning keep BERTAdam; a given --optimizer wins."""
+def test_the_masked_lm_alone_from_scratch_defaults_to_adamw():
+    """--objective mlm from random weights: AdamW at 1e-3 (BERTAdam's large first steps
+    and Adam's coupled weight decay keep the masked LM alone on plateaus,
+    docs/pretraining.md); mlm+nsp, --model and fine-tuning keep BERTAdam; a given
+    --optimizer or --lr wins."""
     from d2lbert.finetuning.finetune import FinetuneOptions
-    assert PretrainOptions(objective='mlm', data='my/text.txt').optimizer == 'adam'
-    assert PretrainOptions(objective='mlm').optimizer == 'adam'
+    chosen = PretrainOptions(objective='mlm', data='my/text.txt')
+    assert (chosen.optimizer, chosen.lr, chosen.preset) == ('adamw', 1e-3, 'small')
+    assert PretrainOptions(objective='mlm', data='my/text.txt', lr=5e-4).lr == 5e-4
+    assert PretrainOptions(objective='mlm').optimizer == 'adamw'
     assert PretrainOptions(data='my/text.txt').optimizer == 'bertadam'
     assert PretrainOptions().optimizer == 'bertadam'
     assert PretrainOptions(objective='mlm', model='some/run').optimizer == 'bertadam'
