@@ -24,7 +24,8 @@ def test_the_quick_study_records_both_curves_sst2_and_probes(tmp_path):
     made it."""
     out, model = str(tmp_path / 'transfer-study.json'), str(tmp_path / 'model')
     commands = {'pretraining': ['--keep-model', model],
-                'sst2': ['--model', model, '--jobs', '2'], 'probe': ['--model', model]}
+                'sst2': ['--model', model, '--jobs', '2'], 'probe': ['--model', model],
+                'continue': ['--continue-minutes', '10']}
     for part, flags in commands.items():
         done = subprocess.run([sys.executable, STUDY, '--quick', '--only', part,
                                '--wikitext', WIKITEXT, '--sst2', SST2, '--out', out, *flags],
@@ -60,10 +61,19 @@ def test_the_quick_study_records_both_curves_sst2_and_probes(tmp_path):
     assert sorted(probes) == ['bag_of_words', 'pretrained', 'random', 'random_0']
     assert all(0.3 < value < 1 for value in probes.values())
     assert probes['random'] == probes['random_0']  # the mean of the quick mode's one seed
+    arms = results['continue']['arms']
+    assert list(arms) == ['MiniLM-L6', 'MiniLM-L6+10']
+    curve = arms['MiniLM-L6+10']['curve']
+    assert [point['step'] for point in curve] == [0, 10, 20]  # from where MiniLM is
+    assert all(0 <= point['accuracy'] <= 1 and point['baseline'] > 0 for point in curve)
+    assert curve[-1]['mlm_accuracy'] > curve[0]['mlm_accuracy']  # a fresh head learns
+    assert all(len(arm['sst2_subset']) == 1 and 0.3 < arm['sst2_subset_mean'] < 1
+               for arm in arms.values())
     tables = subprocess.run([sys.executable, STUDY, '--readme', '--out', out],
                             capture_output=True, text=True, env=dict(os.environ,
                                                                      PYTHONPATH=ROOT))
-    assert tables.stdout.count('<!-- result transfer-study.json') == 4 * 2 + 3 * 2 + 3
+    assert tables.stdout.count('<!-- result transfer-study.json') == \
+        4 * 2 + 3 * 2 + 3 + 4 + 2
 
 
 def test_a_probe_scores_what_its_features_hold():
@@ -123,7 +133,7 @@ def test_an_unknown_part_is_refused_in_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
-        '--only sst2,probes: no part probes (parts: pretraining, sst2, probe)']
+        '--only sst2,probes: no part probes (parts: pretraining, sst2, probe, continue)']
     assert not out.exists()
 
 

