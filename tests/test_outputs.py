@@ -26,6 +26,7 @@ from d2lbert.run import checkpoint as ckpt
 from d2lbert.run.errors import RunError
 from d2lbert.run.files import check_apart, remove_leftovers, write_file_atomically
 from d2lbert.run.folder import LOCK_FILE, lock_folder
+from d2lbert.util.files import numbered_folder
 
 from conftest import run_main
 
@@ -555,3 +556,22 @@ def test_pickles_are_refused_in_one_line(allow_pickle, workspace, tmp_path, caps
     expected = 'weights_only=True' if allow_pickle else '--allow-pickle'
     assert expected in one_line_error(code, err)
     assert not (tmp_path / 'out').exists()
+
+
+def test_a_numbered_folder_is_new_and_leaves_what_holds_the_earlier_numbers(tmp_path):
+    """The chapters' run folders: runs/<name>-1, -2, ... made by this call, never an existing
+    folder, file or link (the user's), and no underscore (a path ending in one breaks the
+    book's reStructuredText)."""
+    runs = tmp_path / 'runs'
+    (runs / 'demo-1').mkdir(parents=True)
+    (runs / 'demo-1' / 'notes.txt').write_text('kept')
+    (runs / 'demo-2').write_text('a file of the user')
+    os.symlink(str(tmp_path), str(runs / 'demo-3'))
+    made = [numbered_folder(str(runs), 'demo') for _ in range(2)]
+    assert [os.path.basename(path) for path in made] == ['demo-4', 'demo-5']
+    assert all(os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path)
+               for path in made)
+    assert (runs / 'demo-1' / 'notes.txt').read_text() == 'kept'
+    assert (runs / 'demo-2').read_text() == 'a file of the user'
+    assert os.path.islink(runs / 'demo-3')
+    assert numbered_folder(str(tmp_path / 'new' / 'runs'), 'demo').endswith('demo-1')

@@ -31,6 +31,25 @@ def atomic_directory(final_path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def numbered_folder(parent, name):
+    """Make and return the folder ``parent/name-1``, or ``name-2``, ... the first that
+    does not exist yet (``os.mkdir`` claims it, so two processes never get the same one).
+
+    A name a reader can follow ("runs/bert-nli-1"), unlike ``tempfile.mkdtemp``'s
+    random letters; those hold underscores, and a printed path ending in one reads
+    as a link in the book's reStructuredText.
+    """
+    os.makedirs(parent, exist_ok=True)
+    number = 1
+    while True:
+        path = os.path.join(parent, f'{name}-{number}')
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            number += 1
+
+
 def process_alive(pid):
     """Whether a process with this id runs (on this machine)."""
     try:
