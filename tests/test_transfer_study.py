@@ -69,11 +69,24 @@ def test_the_quick_study_records_both_curves_sst2_and_probes(tmp_path):
     assert curve[-1]['mlm_accuracy'] > curve[0]['mlm_accuracy']  # a fresh head learns
     assert all(len(arm['sst2_subset']) == 1 and 0.3 < arm['sst2_subset_mean'] < 1
                for arm in arms.values())
+    again = subprocess.run([sys.executable, STUDY, '--quick', '--only', 'continue',
+                            '--sst2', SST2, '--out', out, '--continue-minutes', '10,30'],
+                           capture_output=True, text=True, timeout=900,
+                           env=dict(os.environ, PYTHONPATH=ROOT))
+    assert again.returncode == 0, again.stderr[-3000:]
+    with open(out, encoding='utf-8') as f:
+        arms_again = json.load(f)['continue']['arms']
+    assert list(arms_again) == ['MiniLM-L6', 'MiniLM-L6+10', 'MiniLM-L6+30']
+    for arm in ('MiniLM-L6', 'MiniLM-L6+10'):  # kept, not run again
+        assert arms_again[arm] == arms[arm]
+        assert arms_again[arm]['command'].endswith('--continue-minutes 10')
+    assert arms_again['MiniLM-L6+30']['command'].endswith('--continue-minutes 10,30')
+    assert again.stdout.count('SST-2 subset, ') == 1  # only the new arm was fine-tuned
     tables = subprocess.run([sys.executable, STUDY, '--readme', '--out', out],
                             capture_output=True, text=True, env=dict(os.environ,
                                                                      PYTHONPATH=ROOT))
     assert tables.stdout.count('<!-- result transfer-study.json') == \
-        4 * 2 + 3 * 2 + 3 + 4 + 2
+        4 * 2 + 3 * 2 + 3 + 4 + 2 + 4
 
 
 def test_a_probe_scores_what_its_features_hold():

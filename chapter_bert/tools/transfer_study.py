@@ -45,7 +45,9 @@ result); the first two run each training in a process of its own:
   (its defaults otherwise; held-out whole-word MLM on SST-2's dev sentences at each
   evaluation, the first at step 0); with --model, the same for that model (the WikiText-2
   one). Each start and each continued model is fine-tuned on the fixed 1,000 sentences
-  with finetune's defaults (its `<cls>` pooling), seeds 0, 1, 2, dev accuracy.
+  with finetune's defaults (its `<cls>` pooling), seeds 0, 1, 2, dev accuracy. Arms the
+  results file already holds (same --quick) are kept with the command that made them, not
+  run again: `--continue-minutes 10`, later `--continue-minutes 10,30`, runs 30 once.
 
 With the default 30 minutes the pretraining part runs for about an hour on 2 cores (two
 runs of 30 minutes, then the book's evaluations), and the sst2 part for about 45 minutes
@@ -374,10 +376,11 @@ def continue_on_sst2_text(model, train, valid, out, minutes, quick):
     return {'flags': ' '.join(flags), 'curve': curve}
 
 
-def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1):
+def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1, earlier=None):
     """Continue each start ({name: model}) on SST-2's text for each of minutes_list,
     then fine-tune every start and continued model on the fixed 1,000 sentences
-    (finetune's defaults, its <cls> pooling), seeds 0, 1, 2."""
+    (finetune's defaults, its <cls> pooling), seeds 0, 1, 2. The arms in `earlier`
+    ({arm: record} of an earlier run, `earlier_arms`) are kept, not run again."""
     from d2lbert.data.tasks import write_sample
     dev = os.path.join(sst2, 'dev.tsv')
     flags, seeds = (QUICK['finetune_flags'], QUICK['seeds']) if quick else ([], SEEDS)
@@ -386,12 +389,16 @@ def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1):
                            SUBSET_SEED)
     subset = write_sample(os.path.join(sst2, 'train.tsv'), os.path.join(scratch, 'subset.tsv'),
                           QUICK['sst2_sentences'] if quick else SUBSET, SUBSET_SEED)
-    arms, models = {}, dict(starts)
+    arms, models, earlier = {}, dict(starts), earlier or {}
     for name, model in starts.items():
-        arms[name] = {'start': name, 'minutes': 0}
+        arms[name] = earlier.get(name, {'start': name, 'minutes': 0})
         for minutes in minutes_list:
             out = os.path.join(scratch, f'continued-{name}-{minutes:g}')
             arm = f'{name}+{minutes:g}'  # + its minutes
+            if arm in earlier:
+                log(f'  {arm}: kept from the results file')
+                arms[arm] = earlier[arm]
+                continue
             arms[arm] = {'start': name, 'minutes': minutes,
                          **continue_on_sst2_text(model, os.path.join(sst2, 'train.tsv'),
                                                  dev, out, minutes, quick)}
@@ -405,11 +412,13 @@ def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1):
         log(f'  SST-2 subset, {arm}, seed {seed}: dev accuracy {accuracy:.4f} '
             f'({seconds / 60:.1f} min)')
         return arm, accuracy
+    new_arms = [arm for arm in arms if arm not in earlier]
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        for arm, accuracy in pool.map(finetune, [(a, s) for a in arms for s in seeds]):
+        for arm, accuracy in pool.map(finetune, [(a, s) for a in new_arms for s in seeds]):
             arms[arm].setdefault('sst2_subset', []).append(accuracy)
-    for arm in arms.values():
-        arm['sst2_subset_mean'] = sum(arm['sst2_subset']) / len(arm['sst2_subset'])
+    for arm in new_arms:
+        arms[arm]['sst2_subset_mean'] = (sum(arms[arm]['sst2_subset'])
+                                         / len(arms[arm]['sst2_subset']))
     return {'seeds': list(seeds), 'jobs': jobs, 'finetune_flags': ' '.join(flags) or
             "finetune's defaults", 'subset_sentences': QUICK['sst2_sentences'] if quick
             else SUBSET, 'arms': arms}
@@ -561,6 +570,21 @@ def merged(path, results, parts):
     return {**results, **kept}
 
 
+def earlier_arms(path, quick, starts):
+    """{arm: record} of the continue part in the results file at path, made with the
+    same --quick and starts, each record with the command and date that made it: arms a
+    later run keeps (`--continue-minutes 10` then `10,30` runs only the 30 minutes)."""
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding='utf-8') as f:
+        old = json.load(f)
+    if 'continue' not in old or old.get('quick') != quick:
+        return {}
+    part = old['continue']
+    return {arm: {'command': part['command'], 'date': part['date'], **record}
+            for arm, record in part['arms'].items() if record['start'] in starts}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--minutes', type=float, default=30,
@@ -641,8 +665,12 @@ def main(argv=None):
             starts = {'MiniLM-L6': args.minilm, **({'WikiText-2 model': model} if model
                                                     else {})}
             minutes = [float(m) for m in args.continue_minutes.split(',')]
+            earlier = earlier_arms(args.out, args.quick, starts)
             results['continue'] = continue_part(starts, args.sst2, scratch, args.quick,
-                                                minutes, args.jobs)
+                                                minutes, args.jobs, earlier)
+            for arm in results['continue']['arms'].values():
+                arm.setdefault('command', results['command'])
+                arm.setdefault('date', results['date'])
             log(json.dumps({arm: r['sst2_subset_mean']
                             for arm, r in results['continue']['arms'].items()}))
     finally:
