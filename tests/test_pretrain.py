@@ -275,14 +275,14 @@ def test_size_batch_and_lr_default_by_the_data():
 
 
 def test_the_masked_lm_alone_from_scratch_defaults_to_adamw():
-    """--objective mlm from random weights: AdamW, batch 256, lr 7e-4 (BERTAdam's large first steps
+    """--objective mlm from random weights: AdamW, batch 256, lr 1.4e-3 (BERTAdam's large first steps
     and Adam's coupled weight decay keep the masked LM alone on plateaus,
     docs/pretraining.md); mlm+nsp, --model and fine-tuning keep BERTAdam; a given
     --optimizer or --lr wins."""
     from d2lbert.finetuning.finetune import FinetuneOptions
     chosen = PretrainOptions(objective='mlm', data='my/text.txt')
     assert (chosen.optimizer, chosen.lr, chosen.batch_size, chosen.preset) == (
-        'adamw', 7e-4, 256, 'small')
+        'adamw', 1.4e-3, 256, 'small')
     assert PretrainOptions(objective='mlm', data='my/text.txt', lr=5e-4).lr == 5e-4
     assert PretrainOptions(objective='mlm').optimizer == 'adamw'
     assert PretrainOptions(data='my/text.txt').optimizer == 'bertadam'
