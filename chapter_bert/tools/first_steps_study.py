@@ -67,12 +67,15 @@ def text_flags(text, sst2, wikitext, scratch):
     return ['--data', train, '--line-by-line', '--valid', valid]
 
 
-def first_steps(flags, steps, seed, out):
+def first_steps(flags, steps, seed, out, name):
     """One run: {'options': what its run.json says it trained with (the recipe, the
-    defaults filled in), 'curve': [{step, accuracy, baseline, perplexity}]}."""
+    defaults filled in), 'curve': [{step, accuracy, baseline, perplexity}]}; its
+    held-out evaluations are printed as they come, after its name."""
     command = [sys.executable, '-m', 'd2lbert', 'pretrain', *flags, '--objective', 'mlm',
                '--steps', str(steps), '--seed', str(seed), '--out', out, '--no-progress']
-    run_logged(command, threads=1)
+    print(f'{name}: started', flush=True)
+    run_logged(command, lambda _, line: print(f'{name}: {line}', flush=True)
+               if line.startswith('step ') and 'held-out' in line else None, threads=1)
     with open(os.path.join(out, 'run.json'), encoding='utf-8') as f:
         options = json.load(f)['options']
     return {'options': {name: options[name] for name in RECIPE_OPTIONS},
@@ -90,11 +93,8 @@ def run_study(recipes, texts, seeds, steps, jobs, sst2, wikitext, scratch):
     def run(job):
         recipe, text, seed = job
         out = os.path.join(scratch, f'{recipe}-{text}-{seed}')
-        run = first_steps(flags_of_text[text] + recipes[recipe].split(), steps, seed, out)
-        last = run['curve'][-1]
-        print(f'{recipe}, {text}, seed {seed}: step {last["step"]} held-out MLM '
-              f'{last["accuracy"]:.3f} (baseline {last["baseline"]:.3f})', flush=True)
-        return job, run
+        return job, first_steps(flags_of_text[text] + recipes[recipe].split(), steps, seed,
+                                out, f'{recipe}, {text}, seed {seed}')
     results = {recipe: {'flags': flags, 'texts': {}} for recipe, flags in recipes.items()}
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         for (recipe, text, seed), record in pool.map(run, runs):
