@@ -89,3 +89,14 @@ def test_a_tiny_study_records_each_runs_held_out_curve(tmp_path):
     table = study('--readme', '--out', out).stdout
     assert len(find_markers(table)) == 2 * 2 * 2 == table.count('<!-- result first-steps')
     assert check_text(table, 'readme', {'first-steps-study.json': results}.get) == []
+
+
+def test_an_out_the_study_cannot_write_is_refused_like_bad_input(tmp_path):
+    """The shared results-file check (`results_file.check_results_file`) refuses as the
+    argument checks do: one line, exit code 2."""
+    (tmp_path / 'link').symlink_to(tmp_path / 'elsewhere.json')
+    for out, message in ((tmp_path, 'is a folder'), (tmp_path / 'link', 'link')):
+        done = study('--out', str(out))
+        assert done.returncode == 2 and done.stdout == ''
+        assert done.stderr.count('\n') == 1 and message in done.stderr
+    assert not (tmp_path / 'elsewhere.json').exists()

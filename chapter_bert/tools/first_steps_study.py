@@ -39,7 +39,7 @@ RECIPE_OPTIONS = ('preset', 'optimizer', 'lr', 'batch_size', 'max_len', 'warmup'
 
 sys.path.insert(0, HERE)
 from pretrain_study import machine  # noqa: E402
-from results_file import check_results_file, write_results  # noqa: E402
+from results_file import check_results_file, fail, write_results  # noqa: E402
 from transfer_study import read_records, run_logged  # noqa: E402
 
 
@@ -102,12 +102,6 @@ def run_study(recipes, texts, seeds, steps, jobs, sst2, wikitext, scratch):
     return results
 
 
-def fail(message):
-    """Bad input: one line, exit code 2, nothing written."""
-    print(f'first_steps_study: {message}', file=sys.stderr)
-    sys.exit(2)
-
-
 def marked(value, key):
     return f'{value:.3f}<!-- result first-steps-study.json {key} -->'
 
@@ -134,7 +128,7 @@ def parse_recipes(values):
     for value in values or ['defaults=']:
         name, sep, flags = value.partition('=')
         if not sep or not name:
-            fail(f'--recipe {value!r} must be NAME=FLAGS')
+            fail('first_steps_study', f'--recipe {value!r} must be NAME=FLAGS')
         recipes[name] = flags.strip()
     return recipes
 
@@ -144,15 +138,15 @@ def checked_inputs(args):
     texts = args.texts.split(',')
     unknown = sorted(set(texts) - set(TEXTS))
     if unknown:
-        fail(f'--texts {",".join(unknown)}: not one of {", ".join(TEXTS)}')
+        fail('first_steps_study', f'--texts {",".join(unknown)}: not one of {", ".join(TEXTS)}')
     if 'sst2' in texts and not os.path.isfile(os.path.join(args.sst2, 'train.tsv')):
-        fail(f'--sst2 {args.sst2}: no train.tsv in it')
+        fail('first_steps_study', f'--sst2 {args.sst2}: no train.tsv in it')
     if 'wikitext-lines' in texts and not os.path.isfile(args.wikitext):
-        fail(f'--wikitext {args.wikitext}: no such file')
+        fail('first_steps_study', f'--wikitext {args.wikitext}: no such file')
     if not all(seed.isdigit() for seed in args.seeds.split(',')):
-        fail(f'--seeds {args.seeds} must be numbers separated by commas')
+        fail('first_steps_study', f'--seeds {args.seeds} must be numbers separated by commas')
     if args.steps < 1 or args.jobs < 1:
-        fail('--steps and --jobs must be at least 1')
+        fail('first_steps_study', '--steps and --jobs must be at least 1')
     return texts, [int(seed) for seed in args.seeds.split(',')], parse_recipes(args.recipe)
 
 

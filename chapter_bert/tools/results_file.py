@@ -5,6 +5,13 @@ import os
 import sys
 
 
+def fail(program, message):
+    """Bad input: one line naming the flag or file, exit code 2 (as d2lbert's commands
+    refuse), nothing written."""
+    print(f'{program}: {message}', file=sys.stderr)
+    sys.exit(2)
+
+
 def check_results_file(program, out, inputs):
     """Exit with one line (nothing touched) unless --out can be written: a regular
     file (or a new one, not a folder) reached through no link, not one of the inputs
@@ -14,13 +21,13 @@ def check_results_file(program, out, inputs):
     try:
         check_output('--out', out, inputs)
         if os.path.isdir(out):
-            sys.exit(f'{program}: --out {out} is a folder; give the path of the results '
-                     'file (nothing was touched)')
+            fail(program, f'--out {out} is a folder; give the path of the results file '
+                 '(nothing was touched)')
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     except RunError as err:
-        sys.exit(f'{program}: {err}')
+        fail(program, str(err))
     except OSError as err:
-        sys.exit(f'{program}: --out {out}: {err.strerror}')
+        fail(program, f'--out {out}: {err.strerror}')
 
 
 def write_results(program, out, results):
@@ -31,4 +38,4 @@ def write_results(program, out, results):
     try:
         write_file_atomically('--out', out, lambda f: json.dump(results, f, indent=1))
     except RunError as err:
-        sys.exit(f'{program}: {err}')
+        fail(program, str(err))

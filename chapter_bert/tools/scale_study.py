@@ -43,7 +43,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from results_file import check_results_file, write_results  # noqa: E402
+from results_file import check_results_file, fail, write_results  # noqa: E402
 
 RESULTS = os.path.join(ROOT, 'chapter_bert', 'results', 'scale-study.json')
 WIKITEXT = os.path.join(ROOT, '..', 'shared', 'data', 'wikitext-2', 'wiki.valid.tokens')
@@ -227,23 +227,18 @@ def checked_inputs(args):
     """(the --wikitext lines, the sizes) or one line and exit code 2."""
     sizes = parse_sizes(QUICK['sizes'] if args.quick else args.sizes)
     if sizes is None:
-        fail('--sizes must be positive numbers of millions of words separated by commas, '
-             'e.g. 2,10,100')
+        fail('scale_study', '--sizes must be positive numbers of millions of words '
+             'separated by commas, e.g. 2,10,100')
     if args.threads < 1:
-        fail('--threads must be at least 1')
+        fail('scale_study', '--threads must be at least 1')
     try:
         with open(args.wikitext, encoding='utf-8') as f:
             lines = f.readlines()
     except (OSError, UnicodeDecodeError) as err:
-        fail(f'--wikitext {args.wikitext}: {getattr(err, "strerror", None) or err}')
+        fail('scale_study', f'--wikitext {args.wikitext}: {getattr(err, "strerror", None) or err}')
     if not any(line.split() for line in lines):
-        fail(f'--wikitext {args.wikitext}: no words in it')
+        fail('scale_study', f'--wikitext {args.wikitext}: no words in it')
     return lines, sizes
-
-
-def fail(message):
-    print(f'scale_study: {message}', file=sys.stderr)
-    sys.exit(2)
 
 
 def arguments(argv):
@@ -263,7 +258,7 @@ def main(argv=None):
     args = arguments(argv)
     if args.readme:
         if not os.path.isfile(args.out):
-            fail(f'--out {args.out}: no such results file')
+            fail('scale_study', f'--out {args.out}: no such results file')
         with open(args.out, encoding='utf-8') as f:
             print(readme_table(json.load(f)))
         return
