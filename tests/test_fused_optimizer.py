@@ -8,7 +8,7 @@ from mxnet import autograd, gluon, np, npx
 from d2lbert import fast
 from d2lbert.fast import kernels
 from d2lbert.run.optimizer import AdamW, load_trainer_states, make_trainer, no_decay
-from d2lbert.run.step import optimizer_step
+from d2lbert.run.step import optimizer_step, trainable_parameters
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="d2lbert's kernels not built")
 
@@ -186,7 +186,7 @@ def test_trainer_states_load_across_fused_and_plain(tmp_path, name, first, secon
     assert resumed_trainer.optimizer.aggregate_num == aggregate_num
     for model, opt in ((net, trainer), (resumed, resumed_trainer)):
         add_gradients(model, ctxs, 7, size=1.0)
-        optimizer_step(model, opt, clip=1.0)
+        optimizer_step(trainable_parameters(model), opt, clip=1.0)
     for a, b in zip(weights(net, ctxs[0]), weights(resumed, ctxs[0])):
         onp.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
 

@@ -9,7 +9,7 @@ from d2lbert.finetuning.task_model import TaskInfo, build_task_model
 from d2lbert.finetuning.task_step import task_forward_backward
 from d2lbert.run.loss_scale import DynamicLossScale
 from d2lbert.run.optimizer import make_trainer
-from d2lbert.run.step import optimizer_step
+from d2lbert.run.step import optimizer_step, trainable_parameters
 from conftest import make_model
 
 
@@ -32,7 +32,8 @@ def test_a_scaled_fine_tuning_loss_gives_the_unscaled_update():
         for _ in range(2):
             scale = loss_scale.scale if loss_scale else 1.0
             losses.append(float(task_forward_backward(net, batch, [mx.cpu()], scale)))
-            assert optimizer_step(net, trainer, clip=0.5, loss_scale=loss_scale)
+            assert optimizer_step(trainable_parameters(net), trainer, clip=0.5,
+                                  loss_scale=loss_scale)
         return losses, [p.data().asnumpy() for p in net.collect_params().values()]
 
     plain_losses, plain = train(None)

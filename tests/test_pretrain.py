@@ -24,7 +24,7 @@ from d2lbert.run.optimizer import make_trainer
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain, warmup_steps
 from d2lbert.run.errors import RunError, TrainingDiverged
 from d2lbert.pretraining.step import forward_backward
-from d2lbert.run.step import optimizer_step
+from d2lbert.run.step import optimizer_step, trainable_parameters
 from conftest import kill_after_logged_steps
 from test_cli_flags import run_main
 
@@ -61,7 +61,7 @@ def test_update_does_not_depend_on_the_number_of_devices():
         trainer = make_trainer(net, 'adam', 1e-3)
         for batch in batches:
             forward_backward(net, [batch], ctxs)
-            optimizer_step(net, trainer, clip=1.0)
+            optimizer_step(trainable_parameters(net), trainer, clip=1.0)
         return {k: p.data(ctxs[0]).asnumpy() for k, p in net._collect_params_with_prefix().items()}
 
     one, two = train([mx.cpu(0)]), train([mx.cpu(0), mx.cpu(1)])
@@ -85,7 +85,7 @@ def test_accumulating_two_half_batches_equals_one_full_batch():
         net.collect_params().setattr('grad_req', 'add')
         trainer = make_trainer(net, 'adam', 1e-3)
         forward_backward(net, batches, [mx.cpu()])
-        optimizer_step(net, trainer, clip=1.0)
+        optimizer_step(trainable_parameters(net), trainer, clip=1.0)
         return {k: p.data().asnumpy() for k, p in net._collect_params_with_prefix().items()}
 
     whole, accumulated = train([batch]), train(halves)
@@ -165,7 +165,8 @@ def test_dynamic_loss_scaling_gives_the_unscaled_update():
                              loss_scale=loss_scale.scale if loss_scale else 1.0)
             if poison:
                 net.encoder.token_embedding.weight.grad()[0, 0] = onp.inf
-            updated.append(optimizer_step(net, trainer, clip=0.5, loss_scale=loss_scale))
+            updated.append(optimizer_step(trainable_parameters(net), trainer, clip=0.5,
+                                          loss_scale=loss_scale))
         after = {k: p.data().asnumpy() for k, p in net._collect_params_with_prefix().items()}
         return updated, before, after
 

@@ -292,14 +292,14 @@ def run_slowed_worker(argv):
     """`d2lbert ARGV[2:]` whose steps after ARGV[1] (after --slow-after) sleep 2 s."""
     slow_after = int(argv[1])
     module = importlib.import_module('d2lbert.pretraining.pretrain')
-    seed_step = module.seed_step
+    step_batches = module.Pretraining.step_batches
 
-    def slow_seed_step(seed, step, worker=0):
+    def slow_step_batches(recipe, step):
         if step > slow_after:
             time.sleep(2)
-        seed_step(seed, step, worker)
+        return step_batches(recipe, step)
 
-    module.seed_step = slow_seed_step
+    module.Pretraining.step_batches = slow_step_batches
     return main(argv[2:])
 
 

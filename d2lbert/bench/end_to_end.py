@@ -45,6 +45,7 @@ def d2lbert_end_to_end(path, config, num_steps, ctx, batch_size=512, max_len=64,
     """Build d2lbert's pipeline on `path` from scratch and train `num_steps` steps."""
     import mxnet as mx
     from ..data import load_data_wiki
+    from ..run.step import trainable_parameters
     from .step_d2lbert import d2lbert_model, prepare_for_training, train_step
     with tempfile.TemporaryDirectory() as home, \
             mock.patch.dict(os.environ, {'D2LBERT_HOME': home}):
@@ -53,10 +54,10 @@ def d2lbert_end_to_end(path, config, num_steps, ctx, batch_size=512, max_len=64,
         build_seconds = time.perf_counter() - start
         config = config.__class__(**{**config.to_dict(), 'vocab_size': len(vocab)})
         net = d2lbert_model(config, max_len)
-        trainer = prepare_for_training(net, ctx)
+        trainer, params = prepare_for_training(net, ctx), trainable_parameters(net)
         real_tokens = 0
         for batch in _cycle_batches(data_iter, num_steps):
-            train_step(net, trainer, batch, ctx)
+            train_step(net, params, trainer, batch, ctx)
             real_tokens += int(batch.valid_lens.sum())
         mx.nd.waitall()
         total_seconds = time.perf_counter() - start

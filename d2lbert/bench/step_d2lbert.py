@@ -31,12 +31,13 @@ def prepare_for_training(net, ctx, lr=1e-4, precision='fp32'):
                             static_shape=True)
 
 
-def train_step(net, trainer, batch, ctx):
-    """forward + both losses + backward + Adam update, on one host batch."""
+def train_step(net, params, trainer, batch, ctx):
+    """forward + both losses + backward + Adam update, on one host batch (params:
+    net's `run.step.trainable_parameters`)."""
     from ..pretraining.step import forward_backward
     from ..run.step import optimizer_step
     forward_backward(net, [batch], [ctx], with_accuracy=False)
-    optimizer_step(net, trainer, clip=None)
+    optimizer_step(params, trainer, clip=None)
 
 
 def build_step(config, arrays, ctx, precision='fp32'):
@@ -44,6 +45,7 @@ def build_step(config, arrays, ctx, precision='fp32'):
     `configs.random_batch`) on the MXNet context `ctx`."""
     from ..data import PretrainingBatch
     net = d2lbert_model(config, max_len=config.seq_len)
+    from ..run.step import trainable_parameters
     trainer = prepare_for_training(net, ctx, precision=precision)
-    batch = PretrainingBatch(**arrays)
-    return lambda: train_step(net, trainer, batch, ctx)
+    batch, params = PretrainingBatch(**arrays), trainable_parameters(net)
+    return lambda: train_step(net, params, trainer, batch, ctx)

@@ -14,9 +14,12 @@ and its log's fields. A recipe has:
   step returns, averaged in the log), `unit` ('pairs', 'examples': the rate logged is
   `UNIT_per_second`), `eval_split` and `score_names` (the split of its evaluation
   records and the scores plotted);
+* `options.seed`: the loop re-seeds dropout's random draws from (seed, step) with
+  `step.seed_step` at the first step it trains and at the step after each evaluation or
+  checkpoint, where a resumed run starts: it then draws the same dropout masks as an
+  uninterrupted one (each step draws as many; re-seeding every step cost a millisecond);
 * `step_batches(step)` -> the list of host batches (micro-batches) of step `step`
-  (1, 2, ...), after re-seeding the step's random draws with `step.seed_step` (a
-  resumed run then draws the same dropout masks as an uninterrupted one);
+  (1, 2, ...);
 * `forward_backward(batches, loss_scale, logging)` -> (losses, metrics): adds to the
   parameters' gradients the gradient of the step's loss times loss_scale; losses: the
   step's losses, scalar device arrays in the order of `loss_names`; metrics: {name:
@@ -46,7 +49,7 @@ from .folder import due
 from .metrics import IntervalMeans
 from .schedule import Schedule
 from .signals import raise_if_stopped
-from .step import optimizer_step
+from .step import optimizer_step, seed_step, trainable_parameters
 from . import checkpoint as ckpt
 
 
@@ -105,7 +108,7 @@ class Progress:
 
 class OneProcess:
     """The `worker` of a run in one process: it writes, and has nothing to add up."""
-    is_first = True
+    is_first, rank = True, 0
 
     def add_up(self, record, names):
         return record
@@ -141,21 +144,25 @@ class TrainingLoop:
         progress = Progress(self.schedule.total_steps, start_step,
                             self.progress and worker.is_first)
         losses = IntervalMeans(recipe.loss_names)
+        params = trainable_parameters(self.net)
         if self.evaluate_first and start_step == 0 and worker.is_first:
             self.evaluate(0, progress)  # before the clock of a time budget starts
-        examples, tic, step = 0, time.time(), start_step
+        examples, tic, step, reseed = 0, time.time(), start_step, True
         for step in self.schedule.steps(start_step):
             raise_if_stopped()
             batches = recipe.step_batches(step)
+            if reseed:
+                seed_step(recipe.options.seed, step, worker.rank)
             self.trainer.set_learning_rate(self.schedule.learning_rate(step))
             log_now, evaluate_now, save_now = self.cadence.at(
                 step, self.schedule.ends_stretch(step), self.schedule.writes_due(step))
             step_losses, metrics = recipe.forward_backward(
                 batches, self.loss_scale.scale if self.loss_scale else 1.0, log_now)
             losses.add(step_losses)
-            optimizer_step(self.net, self.trainer, self.clip, self.loss_scale)
+            optimizer_step(params, self.trainer, self.clip, self.loss_scale)
             examples += recipe.examples(batches)
             progress.advance()
+            reseed = evaluate_now or save_now  # a resumed run may start at the next step
             if log_now:
                 record = self.training_record(step, losses, metrics, examples, tic, progress)
                 examples, tic = 0, time.time()
