@@ -69,6 +69,8 @@ def test_the_quick_study_records_both_curves_sst2_and_probes(tmp_path):
     assert curve[-1]['mlm_accuracy'] > curve[0]['mlm_accuracy']  # a fresh head learns
     assert all(len(arm['sst2_subset']) == 1 and 0.3 < arm['sst2_subset_mean'] < 1
                for arm in arms.values())
+    assert all(0.3 < arm['sst2_full']['accuracy'] < 1 and arm['sst2_full']['seed'] == 0
+               for arm in arms.values())
     again = subprocess.run([sys.executable, STUDY, '--quick', '--only', 'continue',
                             '--sst2', SST2, '--out', out, '--continue-minutes', '10,30'],
                            capture_output=True, text=True, timeout=900,
@@ -82,11 +84,12 @@ def test_the_quick_study_records_both_curves_sst2_and_probes(tmp_path):
         assert arms_again[arm]['command'].endswith('--continue-minutes 10')
     assert arms_again['MiniLM-L6+30']['command'].endswith('--continue-minutes 10,30')
     assert again.stdout.count('SST-2 subset, ') == 1  # only the new arm was fine-tuned
+    assert again.stdout.count('SST-2 full, ') == 1
     tables = subprocess.run([sys.executable, STUDY, '--readme', '--out', out],
                             capture_output=True, text=True, env=dict(os.environ,
                                                                      PYTHONPATH=ROOT))
     assert tables.stdout.count('<!-- result transfer-study.json') == \
-        4 * 2 + 3 * 2 + 3 + 4 + 2 + 4
+        4 * 2 + 3 * 2 + 3 + 3 + 5 + 5
 
 
 def test_a_probe_scores_what_its_features_hold():
@@ -144,9 +147,10 @@ def test_an_unknown_part_is_refused_in_one_line(tmp_path):
     out = tmp_path / 'study.json'
     done = subprocess.run([sys.executable, STUDY, '--only', 'sst2,probes', '--out', str(out)],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0
-    assert done.stderr.strip().splitlines() == [
-        '--only sst2,probes: no part probes (parts: pretraining, sst2, probe, continue)']
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ['transfer_study: --only sst2,probes: no part '
+                                                'probes (parts: pretraining, sst2, probe, '
+                                                'continue)']
     assert not out.exists()
 
 
@@ -173,4 +177,40 @@ def test_bad_continue_minutes_are_one_line_before_any_run(tmp_path, value):
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert done.returncode == 2 and done.stdout == ''
     assert done.stderr.count('\n') == 1 and '--continue-minutes must be' in done.stderr
+    assert not out.exists()
+
+
+def test_the_continue_part_keeps_earlier_arms_and_runs_what_they_lack():
+    """An arm of the results file is kept unless --rerun names it, also when this run's
+    --continue-minutes leaves it out; a start kept as it is gains its full-set run, and a
+    kept continued arm (its model gone with the run that made it) runs nothing."""
+    sys.path.insert(0, os.path.dirname(STUDY))
+    from transfer_study import missing_finetunings, planned_arms
+    starts = {'MiniLM-L6': 'minilm', 'WikiText-2 model': 'wt2'}
+    earlier = {'MiniLM-L6': {'start': 'MiniLM-L6', 'minutes': 0, 'sst2_subset': [0.8]},
+               'MiniLM-L6+10': {'start': 'MiniLM-L6', 'minutes': 10, 'sst2_subset': [0.8]},
+               'MiniLM-L6+30': {'start': 'MiniLM-L6', 'minutes': 30, 'sst2_subset': [0.8]}}
+    arms, models = planned_arms(starts, [10], earlier, rerun=['MiniLM-L6+10'])
+    assert list(arms) == ['MiniLM-L6', 'MiniLM-L6+10', 'MiniLM-L6+30', 'WikiText-2 model',
+                          'WikiText-2 model+10']  # by start, then minutes
+    assert arms['MiniLM-L6'] is earlier['MiniLM-L6']
+    assert arms['MiniLM-L6+30'] is earlier['MiniLM-L6+30']
+    assert arms['MiniLM-L6+10'] == {'start': 'MiniLM-L6', 'minutes': 10}
+    assert models == {'MiniLM-L6': 'minilm', 'MiniLM-L6+10': None, 'WikiText-2 model': 'wt2',
+                      'WikiText-2 model+10': None}
+    assert missing_finetunings(arms, models) == [
+        ('MiniLM-L6', 'full'), ('MiniLM-L6+10', 'subset'), ('MiniLM-L6+10', 'full'),
+        ('WikiText-2 model', 'subset'), ('WikiText-2 model', 'full'),
+        ('WikiText-2 model+10', 'subset'), ('WikiText-2 model+10', 'full')]
+    kept, models = planned_arms(starts, [10], earlier)
+    assert kept['MiniLM-L6+10'] is earlier['MiniLM-L6+10'] and 'MiniLM-L6+10' not in models
+
+
+def test_rerun_names_an_arm_of_the_run_or_is_one_line(tmp_path):
+    out = tmp_path / 'transfer-study.json'
+    done = subprocess.run([sys.executable, STUDY, '--only', 'continue', '--rerun',
+                           'MiniLM-L6+20', '--continue-minutes', '10', '--out', str(out)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 2 and done.stderr.count('\n') == 1
+    assert '--rerun MiniLM-L6+20: no arm MiniLM-L6+20' in done.stderr
     assert not out.exists()

