@@ -489,22 +489,21 @@ def run_test_worker(argv):
     module = importlib.import_module('d2lbert.pretraining.pretrain')  # (the package's
     # `pretrain` is the function)
     seen = {}
-    train_loop, step_batches = module._train_loop, module.Pretraining.step_batches
+    train_loop, seed_step = module._train_loop, module.seed_step
 
     def capturing_train_loop(*args, **kwargs):
         given = inspect.signature(train_loop).bind(*args, **kwargs).arguments
         seen['net'], seen['worker'] = given['net'], given['worker']
         return train_loop(*args, **kwargs)
 
-    def step_batches_or_die(recipe, step):
-        if step == int(os.environ.get('DIE_AT_STEP', 0)) and recipe.worker.rank == 1:
+    def seed_step_or_die(seed, step, worker=0):
+        if step == int(os.environ.get('DIE_AT_STEP', 0)) and worker == 1:
             with open(os.environ['DEATH_FILE'], 'w') as f:
                 f.write(f'{os.getpid()} {time.time()}')
             os.kill(os.getpid(), signal.SIGKILL)
-        return step_batches(recipe, step)
+        seed_step(seed, step, worker)
 
-    module._train_loop, module.Pretraining.step_batches = (capturing_train_loop,
-                                                           step_batches_or_die)
+    module._train_loop, module.seed_step = capturing_train_loop, seed_step_or_die
     code = main(argv)
     if code == 0:
         out = argv[argv.index('--out') + 1]

@@ -6,6 +6,7 @@ replaced without --overwrite, a full disk (a small tmpfs mounted here when the t
 as root), temporary folders a kill leaves, SIGTERM, private file modes."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -411,21 +412,31 @@ def load_tool(name):
     return module
 
 
-def test_the_study_never_writes_its_results_over_the_corpus(tmp_path, monkeypatch):
+def refused_by_a_study(capsys, pattern, call):
+    """call() exits as a study tool refuses bad input: exit code 2, one line on stderr
+    matching pattern (`results_file.fail`)."""
+    with pytest.raises(SystemExit) as exit_info:
+        call()
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.count('\n') == 1 and re.search(pattern, error), error
+
+
+def test_the_study_never_writes_its_results_over_the_corpus(tmp_path, monkeypatch, capsys):
     study = load_tool('pretrain_study')
     corpus = tmp_path / 'wiki.valid.tokens'
     corpus.write_text(' = Title = \n words .\n')
     monkeypatch.setattr(study, 'planned_runs', lambda parts, wikitext_dir: [])
     monkeypatch.setattr(study, 'machine', lambda: 'cpu')
-    with pytest.raises(SystemExit, match='--wikitext'):
-        study.main(['--only', 'default', '--wikitext', str(corpus), '--out', str(corpus)])
+    refused_by_a_study(capsys, '--wikitext', lambda: study.main(
+        ['--only', 'default', '--wikitext', str(corpus), '--out', str(corpus)]))
     assert corpus.read_text() == ' = Title = \n words .\n'
 
 
 @pytest.mark.parametrize('tool', ['pretrain_study', 'transfer_study'])
 @pytest.mark.parametrize('spelling', ['flnk', 'dangling', '/dev/null', 'the corpus',
                                       'a folder'])
-def test_a_study_never_writes_its_results_through_a_link(tool, spelling, tmp_path):
+def test_a_study_never_writes_its_results_through_a_link(tool, spelling, tmp_path, capsys):
     """Refused before any run (none is started: the model --model does not exist)."""
     study = load_tool(tool)
     corpus = tmp_path / 'wiki.valid.tokens'
@@ -436,25 +447,26 @@ def test_a_study_never_writes_its_results_through_a_link(tool, spelling, tmp_pat
     out = {'the corpus': str(corpus), '/dev/null': '/dev/null',
            'a folder': str(victim.parent)}.get(spelling, str(tmp_path / spelling))
     only = 'none' if tool == 'pretrain_study' else 'sst2'
-    with pytest.raises(SystemExit, match=f'{tool}: --out'):
-        study.main(['--only', only, '--wikitext', str(corpus), '--out', out,
-                    *(['--model', str(tmp_path / 'model')] if tool == 'transfer_study'
-                      else [])])
+    refused_by_a_study(capsys, f'^{tool}: --out', lambda: study.main(
+        ['--only', only, '--wikitext', str(corpus), '--out', out,
+         *(['--model', str(tmp_path / 'model')] if tool == 'transfer_study' else [])]))
     assert victim.read_text() == 'my notes\n'
     assert not os.path.lexists(tmp_path / 'none')
     assert corpus.read_text() == ' = Title = \n words .\n'
 
 
-def test_the_transfer_studys_kept_model_is_written_whole(tmp_path):
+def test_the_transfer_studys_kept_model_is_written_whole(tmp_path, capsys):
     """--keep-model: a folder of the user's holding files is refused; what a killed run
     left (its lock, its temporary folder beside) does not stop the rerun, whose model
     then fills the folder and whose temporary folder is gone."""
     from d2lbert.run.files import OUR_TEMPORARIES
     study = load_tool('transfer_study')
     victim = victim_folder(tmp_path)
-    with pytest.raises(SystemExit, match='--keep-model'):
+
+    def keep_the_users_folder():
         with study.model_folder(str(victim), str(tmp_path), {}):
             pass
+    refused_by_a_study(capsys, '^transfer_study: --keep-model', keep_the_users_folder)
     assert (victim / 'notes.txt').read_text() == 'my notes\n'
     dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
                           capture_output=True, text=True).stdout.strip()

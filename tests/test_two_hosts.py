@@ -292,14 +292,14 @@ def run_slowed_worker(argv):
     """`d2lbert ARGV[2:]` whose steps after ARGV[1] (after --slow-after) sleep 2 s."""
     slow_after = int(argv[1])
     module = importlib.import_module('d2lbert.pretraining.pretrain')
-    step_batches = module.Pretraining.step_batches
+    seed_step = module.seed_step
 
-    def slow_step_batches(recipe, step):
+    def slow_seed_step(seed, step, worker=0):
         if step > slow_after:
             time.sleep(2)
-        return step_batches(recipe, step)
+        seed_step(seed, step, worker)
 
-    module.Pretraining.step_batches = slow_step_batches
+    module.seed_step = slow_seed_step
     return main(argv[2:])
 
 

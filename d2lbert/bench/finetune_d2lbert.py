@@ -53,26 +53,28 @@ def host_batches(config, pairs, seed=0):
                                  PAD_ID))
 
 
-def finetune_step(net, params, trainer, batch, ctxs, clip=CLIP):
-    """Forward + loss + backward, clipping + update + zeroing, on one host `TaskBatch`
-    with labels (params: net's `run.step.trainable_parameters`)."""
-    from ..run.step import optimizer_step
+def finetune_step(net, params, trainer, batch, ctxs, step, clip=CLIP, seed=0):
+    """Dropout seeded for the step, forward + loss + backward, clipping + update +
+    zeroing, on one host `TaskBatch` with labels (params: net's
+    `run.step.trainable_parameters`)."""
+    from ..run.step import optimizer_step, seed_step
     from ..finetuning.task_step import task_forward_backward
+    seed_step(seed, step)
     task_forward_backward(net, batch, ctxs)
     optimizer_step(params, trainer, clip)
 
 
 def training_steps(net, trainer, batches, ctx):
     """A zero-argument function running one `finetune_step` of `net` on the next of
-    `batches` (host `TaskBatch`es, taken in turn), dropout seeded at the first as the
-    training loop seeds it."""
+    `batches` (host `TaskBatch`es, taken in turn)."""
     import itertools
-    from ..run.step import seed_step, trainable_parameters
-    turns, params = itertools.cycle(batches), trainable_parameters(net)
-    seed_step(0, 1)
+    from ..run.step import trainable_parameters
+    turns = zip(itertools.count(1), itertools.cycle(batches))
+    params = trainable_parameters(net)
 
     def step():
-        finetune_step(net, params, trainer, next(turns), [ctx])
+        number, batch = next(turns)
+        finetune_step(net, params, trainer, batch, [ctx], number)
     return step
 
 

@@ -287,7 +287,9 @@ class Finetuning:
         if index == 0 or self.batches is None:  # an epoch starts, or the run resumes
             self.batches = iter(self.task.training_batches(
                 self.options.batch_size, epoch, self.options.seed, index))
-        return [next(self.batches)]
+        batch = next(self.batches)
+        seed_step(self.options.seed, step)
+        return [batch]
 
     def forward_backward(self, batches, loss_scale, logging):
         return [task_forward_backward(self.net, batches[0], self.ctxs, loss_scale)], {}

@@ -26,6 +26,7 @@ from ..run.metrics import MetricsLog
 from ..run.optimizer import load_trainer_states
 from ..run.precision import check_hardware, needs_loss_scaling, resolve_precision
 from ..run.setup import prepare_training
+from ..run.step import seed_step
 from ..run.options import choice, integer, number, option, optional, text
 from ..run.training_options import TrainingOptions
 from ..util.options import check_int
@@ -492,7 +493,9 @@ class Pretraining:
         self.last_eval = None  # the last 'valid' record
 
     def step_batches(self, step):
-        return self.stream.next_step(self.options.accumulate)
+        batches = self.stream.next_step(self.options.accumulate)
+        seed_step(self.options.seed, step, self.worker.rank)
+        return batches
 
     def forward_backward(self, batches, loss_scale, logging):
         """The two losses; when logging, the step's MLM and NSP accuracies too."""

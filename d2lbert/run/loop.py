@@ -14,12 +14,9 @@ and its log's fields. A recipe has:
   step returns, averaged in the log), `unit` ('pairs', 'examples': the rate logged is
   `UNIT_per_second`), `eval_split` and `score_names` (the split of its evaluation
   records and the scores plotted);
-* `options.seed`: the loop re-seeds dropout's random draws from (seed, step) with
-  `step.seed_step` at the first step it trains and at the step after each evaluation or
-  checkpoint, where a resumed run starts: it then draws the same dropout masks as an
-  uninterrupted one (each step draws as many; re-seeding every step cost a millisecond);
 * `step_batches(step)` -> the list of host batches (micro-batches) of step `step`
-  (1, 2, ...);
+  (1, 2, ...), after re-seeding the step's random draws with `step.seed_step` (a
+  resumed run then draws the same dropout masks as an uninterrupted one);
 * `forward_backward(batches, loss_scale, logging)` -> (losses, metrics): adds to the
   parameters' gradients the gradient of the step's loss times loss_scale; losses: the
   step's losses, scalar device arrays in the order of `loss_names`; metrics: {name:
@@ -49,7 +46,7 @@ from .folder import due
 from .metrics import IntervalMeans
 from .schedule import Schedule
 from .signals import raise_if_stopped
-from .step import optimizer_step, seed_step, trainable_parameters
+from .step import optimizer_step, trainable_parameters
 from . import checkpoint as ckpt
 
 
@@ -108,7 +105,7 @@ class Progress:
 
 class OneProcess:
     """The `worker` of a run in one process: it writes, and has nothing to add up."""
-    is_first, rank = True, 0
+    is_first = True
 
     def add_up(self, record, names):
         return record
@@ -147,12 +144,10 @@ class TrainingLoop:
         params = trainable_parameters(self.net)
         if self.evaluate_first and start_step == 0 and worker.is_first:
             self.evaluate(0, progress)  # before the clock of a time budget starts
-        examples, tic, step, reseed = 0, time.time(), start_step, True
+        examples, tic, step = 0, time.time(), start_step
         for step in self.schedule.steps(start_step):
             raise_if_stopped()
             batches = recipe.step_batches(step)
-            if reseed:
-                seed_step(recipe.options.seed, step, worker.rank)
             self.trainer.set_learning_rate(self.schedule.learning_rate(step))
             log_now, evaluate_now, save_now = self.cadence.at(
                 step, self.schedule.ends_stretch(step), self.schedule.writes_due(step))
@@ -162,7 +157,6 @@ class TrainingLoop:
             optimizer_step(params, self.trainer, self.clip, self.loss_scale)
             examples += recipe.examples(batches)
             progress.advance()
-            reseed = evaluate_now or save_now  # a resumed run may start at the next step
             if log_now:
                 record = self.training_record(step, losses, metrics, examples, tic, progress)
                 examples, tic = 0, time.time()
