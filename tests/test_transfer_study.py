@@ -214,3 +214,20 @@ def test_rerun_names_an_arm_of_the_run_or_is_one_line(tmp_path):
     assert done.returncode == 2 and done.stderr.count('\n') == 1
     assert '--rerun MiniLM-L6+20: no arm MiniLM-L6+20' in done.stderr
     assert not out.exists()
+
+
+def test_a_start_pretrained_here_records_how(tmp_path):
+    """A d2lbert run as a start: its options and last held-out evaluation are recorded
+    (whole words where the run has them); a checkpoint without run.json records nothing."""
+    sys.path.insert(0, os.path.dirname(STUDY))
+    from transfer_study import pretrained_here
+    (tmp_path / 'run.json').write_text(json.dumps({'command': 'pretrain', 'options': {
+        'data': 'articles', 'preset': 'small', 'objective': 'mlm+nsp', 'minutes': 30.0}}))
+    records = [{'step': 10, 'split': 'valid', 'mlm_accuracy': 0.1, 'word_mlm_accuracy': 0.2},
+               {'step': 20, 'split': 'train', 'mlm_accuracy': 0.9},
+               {'step': 30, 'split': 'valid', 'mlm_accuracy': 0.25, 'word_mlm_accuracy': 0.3}]
+    (tmp_path / 'metrics.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in records))
+    assert pretrained_here(str(tmp_path)) == {
+        'data': 'articles', 'preset': 'small', 'objective': 'mlm+nsp', 'minutes': 30.0,
+        'steps': 30, 'held_out_accuracy': 0.3}
+    assert pretrained_here(str(tmp_path / 'elsewhere')) is None

@@ -440,8 +440,10 @@ def continue_part(starts, sst2, scratch, quick, minutes_list, jobs=1, earlier=No
             models[arm] = os.path.join(scratch, f'continued-{arm}')
             record.update(continue_on_sst2_text(starts[record['start']], full, dev,
                                                 models[arm], record['minutes'], quick))
-        elif 'pretrained_here' not in record and pretrained_here(model):
-            record['pretrained_here'] = pretrained_here(model)
+        elif 'pretrained_here' not in record:
+            made_here = pretrained_here(model)
+            if made_here:
+                record['pretrained_here'] = made_here
     for arm in earlier or {}:
         if arm in arms and arm not in models:
             log(f'  {arm}: kept from the results file')
