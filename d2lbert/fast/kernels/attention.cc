@@ -194,19 +194,43 @@ void scaled_scores(const Head& h, Scratch* scratch) {
        scratch->probs.data(), h.keys, false, scratch->gemm.data());
 }
 
+// The largest of x[0, n). Rows of scores are short (tens of keys): a loop with an
+// OpenMP max reduction compiled to one scalar compare per element here, and a sum
+// reduction to 16 lanes added up one by one through memory; so both are written
+// with vector accumulators, a lane-by-lane finish and a scalar loop for the last
+// n % kVector elements.
+float row_max(const float* x, int n) {
+  Vector most = Vector{} - INFINITY;
+  int c = 0;
+  for (; c + kVector <= n; c += kVector) {
+    const Vector v = load(x + c);
+    most = v > most ? v : most;
+  }
+  float result = -INFINITY;
+  for (int i = 0; i < kVector; ++i) result = std::max(result, most[i]);
+  for (; c < n; ++c) result = std::max(result, x[c]);
+  return result;
+}
+
+// sum(x[c] * y[c]) over c in [0, n); sum(x[c]) if y is null
+float row_dot(const float* x, const float* y, int n) {
+  Vector sum = Vector{};
+  int c = 0;
+  for (; c + kVector <= n; c += kVector) sum += y ? load(x + c) * load(y + c) : load(x + c);
+  float result = 0.f;
+  for (int i = 0; i < kVector; ++i) result += sum[i];
+  for (; c < n; ++c) result += y ? x[c] * y[c] : x[c];
+  return result;
+}
+
 // Softmax of each row in place; each row's log-sum-exp into lse.
 void softmax_rows(float* scores, int rows, int n, float* lse) {
   for (int r = 0; r < rows; ++r) {
     float* row = scores + static_cast<int64_t>(r) * n;
-    float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-    for (int c = 0; c < n; ++c) max = std::max(max, row[c]);
-    float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < n; ++c) {
-      row[c] = exp_nonpositive(row[c] - max);
-      sum += row[c];
-    }
+    const float max = row_max(row, n);
+#pragma omp simd
+    for (int c = 0; c < n; ++c) row[c] = exp_nonpositive(row[c] - max);
+    const float sum = row_dot(row, nullptr, n);
     const float inverse = 1.f / sum;
     for (int c = 0; c < n; ++c) row[c] *= inverse;
     lse[r] = max + std::log(sum);
@@ -271,9 +295,7 @@ void softmax_backward(float* dz, const float* probs, const float* mask, int rows
       const float* m = mask + static_cast<int64_t>(r) * n;
       for (int c = 0; c < n; ++c) row[c] *= m[c];
     }
-    float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-    for (int c = 0; c < n; ++c) dot += row[c] * p[c];
+    const float dot = row_dot(row, p, n);
     for (int c = 0; c < n; ++c) row[c] = p[c] * (row[c] - dot);
   }
 }
