@@ -86,6 +86,9 @@ class Layout {
   std::vector<int> lengths_;
 };
 
+// n rounded up to a multiple of kVector
+int whole_vectors(int n) { return (n + kVector - 1) / kVector * kVector; }
+
 // Head j of example b: where its queries, keys and values are in the example's rows
 // of qkv (`rows`, row stride ld = 3H), and which rows of the outputs are its.
 //
@@ -97,10 +100,12 @@ struct Head {
   const uint16_t *qb = nullptr, *kb = nullptr, *vb = nullptr;  // bfloat16 rows, or null
   int64_t j, first_row;  // the example's first query
   int queries, keys, d, ld;
+  int width;  // keys rounded up to whole vectors: the row stride of its scores
   Head(const Layout& layout, const float* rows, int64_t b, int64_t j,
        const uint16_t* raw = nullptr)
       : j(j), first_row(layout.first_row(b)), queries(layout.queries(b)),
-        keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())) {
+        keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())),
+        width(whole_vectors(keys)) {
     q = rows + j * 3 * d;
     k = q + d;
     v = q + 2 * d;
@@ -126,8 +131,8 @@ struct Scratch {
   std::vector<float> qkv_rows, dqkv_rows, context_rows;
   std::vector<uint32_t> pairs;  // gemm_bf16_nt's
   Scratch(int queries, int d, int64_t hidden = 0)
-      : keys_t(static_cast<size_t>(d) * queries), values_t(keys_t.size()),
-        probs(static_cast<size_t>(queries) * queries), weights(probs.size()),
+      : keys_t(static_cast<size_t>(d) * whole_vectors(queries)), values_t(keys_t.size()),
+        probs(static_cast<size_t>(queries) * whole_vectors(queries)), weights(probs.size()),
         mask(probs.size()), dscores(probs.size()),
         gemm(gemm_scratch_size(std::max(queries, d))),
         qkv_rows(queries * 3 * hidden), dqkv_rows(qkv_rows.size()),
@@ -181,77 +186,83 @@ void prefetch_rows(const T* first, int64_t rows, int64_t width, int64_t ld, bool
     }
 }
 
-// scratch->probs = s Q K^T, (queries, keys), row stride keys
+// scratch->probs = s Q K^T, (queries, keys), row stride h.width, 0 in the columns
+// beyond keys
 void scaled_scores(const Head& h, Scratch* scratch) {
   const float s = 1.f / std::sqrt(static_cast<float>(h.d));
   if (h.kb != nullptr) {
     gemm_bf16_nt(h.queries, h.keys, h.d, s, h.qb, h.ld, h.kb, h.ld, scratch->probs.data(),
-                 h.keys, scratch->pairs.data());
+                 h.width, scratch->pairs.data());
     return;
   }
-  transpose(h.k, h.keys, h.d, h.ld, scratch->keys_t.data());
-  gemm(h.queries, h.keys, h.d, s, {h.q, h.ld, 1}, scratch->keys_t.data(), h.keys,
-       scratch->probs.data(), h.keys, false, scratch->gemm.data());
+  transpose(h.k, h.keys, h.d, h.ld, scratch->keys_t.data(), h.width);
+  gemm(h.queries, h.width, h.d, s, {h.q, h.ld, 1}, scratch->keys_t.data(), h.width,
+       scratch->probs.data(), h.width, false, scratch->gemm.data());
 }
 
-// The largest of x[0, n). Rows of scores are short (tens of keys): a loop with an
-// OpenMP max reduction compiled to one scalar compare per element here, and a sum
-// reduction to 16 lanes added up one by one through memory; so both are written
-// with vector accumulators, a lane-by-lane finish and a scalar loop for the last
-// n % kVector elements.
+// The largest of x[0, n), n a multiple of kVector. Rows of scores are short (tens of
+// keys): a loop with an OpenMP max reduction compiled to one scalar compare per
+// element, and a sum reduction to 16 lanes added up one by one through memory; so
+// both are written with vector accumulators and a lane-by-lane finish.
 float row_max(const float* x, int n) {
   Vector most = Vector{} - INFINITY;
-  int c = 0;
-  for (; c + kVector <= n; c += kVector) {
+  for (int c = 0; c < n; c += kVector) {
     const Vector v = load(x + c);
     most = v > most ? v : most;
   }
   float result = -INFINITY;
   for (int i = 0; i < kVector; ++i) result = std::max(result, most[i]);
-  for (; c < n; ++c) result = std::max(result, x[c]);
   return result;
 }
 
-// sum(x[c] * y[c]) over c in [0, n); sum(x[c]) if y is null
+// sum(x[c] * y[c]) over c in [0, n), n a multiple of kVector; sum(x[c]) if y is null
 float row_dot(const float* x, const float* y, int n) {
   Vector sum = Vector{};
-  int c = 0;
-  for (; c + kVector <= n; c += kVector) sum += y ? load(x + c) * load(y + c) : load(x + c);
+  for (int c = 0; c < n; c += kVector) sum += y ? load(x + c) * load(y + c) : load(x + c);
   float result = 0.f;
   for (int i = 0; i < kVector; ++i) result += sum[i];
-  for (; c < n; ++c) result += y ? x[c] * y[c] : x[c];
   return result;
 }
 
-// Softmax of each row in place; each row's log-sum-exp into lse.
-void softmax_rows(float* scores, int rows, int n, float* lse) {
+// Softmax of the first n columns of each row in place; each row's log-sum-exp into
+// lse. The loops run over whole vectors, the padding columns [n, width) included:
+// -inf for the maximum, 0 after the exp (exp_nonpositive(-inf) is about 2e-38, which
+// the scaling and the dropout would turn into subnormal numbers, slow to compute
+// with: the forward pass took 1.2x as long). No product reads them: W V and the
+// backward's products take the first n columns only.
+void softmax_rows(float* scores, int rows, int n, int width, float* lse) {
   for (int r = 0; r < rows; ++r) {
-    float* row = scores + static_cast<int64_t>(r) * n;
-    const float max = row_max(row, n);
+    float* row = scores + static_cast<int64_t>(r) * width;
+    std::fill(row + n, row + width, -INFINITY);
+    const float max = row_max(row, width);
 #pragma omp simd
-    for (int c = 0; c < n; ++c) row[c] = exp_nonpositive(row[c] - max);
-    const float sum = row_dot(row, nullptr, n);
+    for (int c = 0; c < width; ++c) row[c] = exp_nonpositive(row[c] - max);
+    std::fill(row + n, row + width, 0.f);
+    const float sum = row_dot(row, nullptr, width);
     const float inverse = 1.f / sum;
-    for (int c = 0; c < n; ++c) row[c] *= inverse;
+#pragma omp simd
+    for (int c = 0; c < width; ++c) row[c] *= inverse;
     lse[r] = max + std::log(sum);
   }
 }
 
-// The softmax again, from the scores and the forward pass's log-sum-exp.
-void softmax_from_lse(float* scores, int rows, int n, const float* lse) {
+// The softmax again, from the scores and the forward pass's log-sum-exp, over whole
+// vectors: the padding columns get values no product reads (dW's padding is 0, as
+// V^T's is, so they add nothing to softmax_backward's sums either).
+void softmax_from_lse(float* scores, int rows, int width, const float* lse) {
   for (int r = 0; r < rows; ++r) {
-    float* row = scores + static_cast<int64_t>(r) * n;
+    float* row = scores + static_cast<int64_t>(r) * width;
     const float row_lse = lse[r];
 #pragma omp simd
-    for (int c = 0; c < n; ++c) {
+    for (int c = 0; c < width; ++c) {
       const float x = row[c] - row_lse;  // <= 0 up to rounding
       row[c] = exp_nonpositive(x < 0.f ? x : 0.f);
     }
   }
 }
 
-// weights = probs * mask (rows, n); the mask too if `mask` is not null. Query r's mask
-// row is first_row + r * row_step.
+// weights = probs * mask (rows, n, row stride n); the mask too if `mask` is not null.
+// Query r's mask row is first_row + r * row_step.
 void apply_dropout(const Dropout& dropout, int64_t first_row, int64_t row_step,
                    const float* probs, int rows, int n, float* mask, float* weights) {
   for (int r = 0; r < rows; ++r) {
@@ -275,18 +286,19 @@ void head_forward(const Layout& layout, const Head& h, const Dropout& dropout,
   }
   scaled_scores(h, scratch);
   float* probs = scratch->probs.data();
-  softmax_rows(probs, h.queries, h.keys, lse + h.lse_index(layout));
+  softmax_rows(probs, h.queries, h.keys, h.width, lse + h.lse_index(layout));
   const float* w = probs;
   if (dropout.active()) {
-    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, h.keys,
+    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, h.width,
                   nullptr, scratch->weights.data());
     w = scratch->weights.data();
   }
-  gemm(h.queries, h.d, h.keys, 1.f, {w, h.keys, 1}, h.v, h.ld, c, H, false,
+  gemm(h.queries, h.d, h.keys, 1.f, {w, h.width, 1}, h.v, h.ld, c, H, false,
        scratch->gemm.data());
 }
 
-// dZ = P * (dP - rowsum(dP * P)) in place of dP (rows, n); dP = dW * mask if dropout
+// dZ = P * (dP - rowsum(dP * P)) in place of dP (rows, n; n a multiple of kVector);
+// dP = dW * mask if dropout
 void softmax_backward(float* dz, const float* probs, const float* mask, int rows, int n) {
   for (int r = 0; r < rows; ++r) {
     float* row = dz + static_cast<int64_t>(r) * n;
@@ -318,28 +330,30 @@ void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
   }
   scaled_scores(h, scratch);
   float* probs = scratch->probs.data();
-  softmax_from_lse(probs, h.queries, n, lse + h.lse_index(layout));
+  const int width = h.width;  // the row stride of probs, weights, mask and dz
+  softmax_from_lse(probs, h.queries, width, lse + h.lse_index(layout));
   const float* w = probs;
   if (dropout.active()) {
-    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, n,
+    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, width,
                   scratch->mask.data(), scratch->weights.data());
     w = scratch->weights.data();
   }
   float* dz = scratch->dscores.data();  // dW, then dZ: (queries, n)
   float* gemm_scratch = scratch->gemm.data();
   if (h.vb != nullptr) {                                                    // dW = dC V^T
-    gemm_bf16_nt(h.queries, n, h.d, 1.f, dcontext_raw + h.j * h.d, H, h.vb, h.ld, dz, n,
+    gemm_bf16_nt(h.queries, n, h.d, 1.f, dcontext_raw + h.j * h.d, H, h.vb, h.ld, dz, width,
                  scratch->pairs.data());
   } else {
-    transpose(h.v, n, h.d, h.ld, scratch->values_t.data());
-    gemm(h.queries, n, h.d, 1.f, {dc, H, 1}, scratch->values_t.data(), n, dz, n, false,
-         gemm_scratch);
+    transpose(h.v, n, h.d, h.ld, scratch->values_t.data(), width);
+    gemm(h.queries, width, h.d, 1.f, {dc, H, 1}, scratch->values_t.data(), width, dz, width,
+         false, gemm_scratch);
   }
-  gemm(n, h.d, h.queries, 1.f, {w, 1, n}, dc, H, dv, h.ld, false, gemm_scratch);  // W^T dC
-  softmax_backward(dz, probs, dropout.active() ? scratch->mask.data() : nullptr, h.queries, n);
+  gemm(n, h.d, h.queries, 1.f, {w, 1, width}, dc, H, dv, h.ld, false, gemm_scratch);  // W^T dC
+  softmax_backward(dz, probs, dropout.active() ? scratch->mask.data() : nullptr, h.queries,
+                   width);
   const float s = 1.f / std::sqrt(static_cast<float>(h.d));
-  gemm(h.queries, h.d, n, s, {dz, n, 1}, h.k, h.ld, dq, h.ld, false, gemm_scratch);  // dZ K
-  gemm(n, h.d, h.queries, s, {dz, 1, n}, h.q, h.ld, dk, h.ld, false, gemm_scratch);  // dZ^T Q
+  gemm(h.queries, h.d, n, s, {dz, width, 1}, h.k, h.ld, dq, h.ld, false, gemm_scratch);  // dZ K
+  gemm(n, h.d, h.queries, s, {dz, 1, width}, h.q, h.ld, dk, h.ld, false, gemm_scratch);  // dZ^T Q
 }
 
 MXReturnValue check_layout(const Layout& layout) {

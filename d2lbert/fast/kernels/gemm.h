@@ -100,6 +100,12 @@ inline void gemm(int m, int n, int k, float alpha, const Matrix& A, const float*
   }
   const int rest = n - full;
   if (rest == 0) return;
+  if (rest == kVector) {  // one whole vector: in place, no copy
+    for (int i = 0; i < m; i += kTileRows)
+      tile_rows<1>(std::min(kTileRows, m - i), k, alpha, A.rows_from(i), B + full, ldb,
+                   C + i * ldc + full, ldc, accumulate);
+    return;
+  }
   const int width = rest > kVector ? kTileColumns : kVector;
   float* panel = scratch;  // (k, width)
   float* out = scratch + static_cast<size_t>(k) * width;  // (kTileRows, width)
@@ -121,11 +127,12 @@ inline void gemm(int m, int n, int k, float alpha, const Matrix& A, const float*
   }
 }
 
-// out (columns x rows, row stride rows) = the transpose of in (rows x columns, row
-// stride ld). The attention kernel transposes K and V for every head; element by
-// element (a strided store each) that took about half as long as the product that
-// reads them. With AVX-512, 16 x 16 blocks are transposed in registers: 16 row loads,
-// 64 shuffles, 16 column stores, the edges with masks.
+// out (columns x rows, row stride out_ld: rows rounded up to whole vectors, 0 in the
+// columns beyond rows) = the transpose of in (rows x columns, row stride ld). The
+// attention kernel transposes K and V for every head; element by element (a strided
+// store each) that took about half as long as the product that reads them. With
+// AVX-512, 16 x 16 blocks are transposed in registers: 16 row loads (masked at the
+// edges, zeros beyond them), 64 shuffles, 16 column stores.
 #if defined(__AVX512F__)
 // v[i] = row i of a 16 x 16 block becomes column i: three rounds of interleaving
 // (32-bit words, 64-bit pairs, then 128-bit quarters twice)
@@ -158,10 +165,10 @@ inline void transpose_16x16(__m512 v[16]) {
   }
 }
 
-inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
+inline void transpose(const float* in, int rows, int columns, long ld, float* out,
+                      long out_ld) {
   for (int r = 0; r < rows; r += 16) {
     const int block_rows = std::min(16, rows - r);
-    const __mmask16 store_mask = static_cast<__mmask16>((1u << block_rows) - 1);
     for (int c = 0; c < columns; c += 16) {
       const int block_columns = std::min(16, columns - c);
       const __mmask16 load_mask = static_cast<__mmask16>((1u << block_columns) - 1);
@@ -171,23 +178,27 @@ inline void transpose(const float* in, int rows, int columns, long ld, float* ou
                               : _mm512_setzero_ps();
       transpose_16x16(v);
       for (int i = 0; i < block_columns; ++i)
-        _mm512_mask_storeu_ps(out + static_cast<long>(c + i) * rows + r, store_mask, v[i]);
+        _mm512_storeu_ps(out + (c + i) * out_ld + r, v[i]);
     }
   }
 }
 #else
-inline void transpose(const float* in, int rows, int columns, long ld, float* out) {
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < columns; ++c) out[static_cast<long>(c) * rows + r] = in[r * ld + c];
+inline void transpose(const float* in, int rows, int columns, long ld, float* out,
+                      long out_ld) {
+  for (int c = 0; c < columns; ++c) {
+    for (int r = 0; r < rows; ++r) out[c * out_ld + r] = in[r * ld + c];
+    std::fill(out + c * out_ld + rows, out + (c + 1) * out_ld, 0.f);
+  }
 }
 #endif
 
 #if defined(__AVX512BF16__)
 // bfloat16 dot products (CPUs with avx512_bf16): C[m x n] = alpha * A[m x k] B[n x k]^T,
 // A and B bfloat16 rows with k contiguous (raw 16-bit words, row strides lda and ldb),
-// k even, C float32. vdpbf16ps multiplies pairs of bfloat16 numbers and adds both
-// products to a float32 sum: twice the products of a float32 FMA per instruction. B's
-// rows are first copied into `pairs` as (k / 2) rows of n pairs (32-bit words, zero
+// k even, C float32 (its columns n up to n rounded up to 16 are written too, with 0:
+// ldc must leave room for them). vdpbf16ps multiplies pairs of bfloat16 numbers and
+// adds both products to a float32 sum: twice the products of a float32 FMA per
+// instruction. B's rows are first copied into `pairs` as (k / 2) rows of n pairs (32-bit words, zero
 // beyond n; bf16_pairs_size(n, k) of them), so that a vector holds pair p of 16 rows
 // of B; each row of A gives its pair p as a broadcast.
 constexpr bool kHasBf16Dot = true;
@@ -235,6 +246,7 @@ inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, lo
                          const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs) {
   const int k2 = k / 2;
   const long ldp = (n + kTileColumns - 1) / kTileColumns * kTileColumns;
+  const int padded = (n + kVector - 1) / kVector * kVector;
   for (int p = 0; p < k2; ++p) {
     uint32_t* row = pairs + p * ldp;
     for (int j = 0; j < n; ++j) std::memcpy(row + j, B + j * ldb + 2 * p, sizeof(uint32_t));
@@ -244,7 +256,7 @@ inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, lo
     const int rows = std::min(kTileRows, m - i);
     for (int j = 0; j < n; j += kTileColumns)
       bf16_tile_rows(rows, k2, alpha, A + i * lda, lda, pairs + j, ldp, C + i * ldc + j, ldc,
-                     n - j);
+                     padded - j);
   }
 }
 #else
