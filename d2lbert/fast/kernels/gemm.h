@@ -83,20 +83,53 @@ inline void tile_rows(int rows, int k, float alpha, const Matrix& A, const float
   }
 }
 
+// Memory to bring into the caches while products run (the attention kernel's next
+// example): up to three arrays, `lines_per_tile` cache lines of them after each tile,
+// so that the loads overlap with the arithmetic.
+struct Prefetch {
+  struct Range {
+    const char *next, *end;
+    bool write;  // to be written: loaded for writing
+  };
+  Range ranges[3];
+  int count = 0, lines_per_tile = 0;
+  int64_t lines = 0;  // in all
+
+  void add(const void* data, size_t bytes, bool write) {
+    const char* first = static_cast<const char*>(data);
+    ranges[count++] = {first, first + bytes, write};
+    lines += (bytes + 63) / 64;
+  }
+  void spread_over(int64_t tiles) { lines_per_tile = static_cast<int>(lines / tiles + 1); }
+  void step() {
+    int left = lines_per_tile;
+    for (int i = 0; i < count && left > 0; ++i)
+      for (Range& r = ranges[i]; r.next < r.end && left > 0; r.next += 64, --left) {
+        if (r.write)
+          __builtin_prefetch(r.next, 1);
+        else
+          __builtin_prefetch(r.next);
+      }
+  }
+};
+
 // Floats of scratch space `gemm` needs for k
 inline size_t gemm_scratch_size(int k) { return static_cast<size_t>(k + kTileRows) * kTileColumns; }
 
 // C[m x n] (= or +=) alpha * A[m x k] B[k x n]; B row-major (row stride ldb), C
 // row-major (row stride ldc). The last n % 2V columns go through a zero-padded copy
 // of B's last columns in `scratch` (gemm_scratch_size(k) floats), one vector wide if
-// they fit in one.
+// they fit in one. With `prefetch`, its step after each full tile.
 inline void gemm(int m, int n, int k, float alpha, const Matrix& A, const float* B,
-                 long ldb, float* C, long ldc, bool accumulate, float* scratch) {
+                 long ldb, float* C, long ldc, bool accumulate, float* scratch,
+                 Prefetch* prefetch = nullptr) {
   const int full = n / kTileColumns * kTileColumns;
   for (int i = 0; i < m; i += kTileRows) {
     const int rows = std::min(kTileRows, m - i);
-    for (int j = 0; j < full; j += kTileColumns)
+    for (int j = 0; j < full; j += kTileColumns) {
       tile_rows(rows, k, alpha, A.rows_from(i), B + j, ldb, C + i * ldc + j, ldc, accumulate);
+      if (prefetch) prefetch->step();
+    }
   }
   const int rest = n - full;
   if (rest == 0) return;
@@ -198,9 +231,10 @@ inline void transpose(const float* in, int rows, int columns, long ld, float* ou
 // k even, C float32 (its columns n up to n rounded up to 16 are written too, with 0:
 // ldc must leave room for them). vdpbf16ps multiplies pairs of bfloat16 numbers and
 // adds both products to a float32 sum: twice the products of a float32 FMA per
-// instruction. B's rows are first copied into `pairs` as (k / 2) rows of n pairs (32-bit words, zero
-// beyond n; bf16_pairs_size(n, k) of them), so that a vector holds pair p of 16 rows
-// of B; each row of A gives its pair p as a broadcast.
+// instruction. B's rows are first copied into `pairs` as (k / 2) rows of n pairs
+// (32-bit words, zero beyond n; bf16_pairs_size(n, k) of them), so that a vector holds
+// pair p of 16 rows of B; each row of A gives its pair p as a broadcast. With
+// `prefetch`, its step after each tile.
 constexpr bool kHasBf16Dot = true;
 inline size_t bf16_pairs_size(int n, int k) {
   return static_cast<size_t>(k / 2) * ((n + kTileColumns - 1) / kTileColumns * kTileColumns);
@@ -243,7 +277,8 @@ inline void bf16_tile_rows(int rows, int k2, float alpha, const uint16_t* A, lon
 }
 
 inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, long lda,
-                         const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs) {
+                         const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs,
+                         Prefetch* prefetch = nullptr) {
   const int k2 = k / 2;
   const long ldp = (n + kTileColumns - 1) / kTileColumns * kTileColumns;
   const int padded = (n + kVector - 1) / kVector * kVector;
@@ -254,16 +289,19 @@ inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, lo
   }
   for (int i = 0; i < m; i += kTileRows) {
     const int rows = std::min(kTileRows, m - i);
-    for (int j = 0; j < n; j += kTileColumns)
+    for (int j = 0; j < n; j += kTileColumns) {
       bf16_tile_rows(rows, k2, alpha, A + i * lda, lda, pairs + j, ldp, C + i * ldc + j, ldc,
                      padded - j);
+      if (prefetch) prefetch->step();
+    }
   }
 }
 #else
 constexpr bool kHasBf16Dot = false;
 inline size_t bf16_pairs_size(int n, int k) { return 0; }
 inline void gemm_bf16_nt(int m, int n, int k, float alpha, const uint16_t* A, long lda,
-                         const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs) {}
+                         const uint16_t* B, long ldb, float* C, long ldc, uint32_t* pairs,
+                         Prefetch* prefetch = nullptr) {}
 #endif
 
 }  // namespace d2lbert
