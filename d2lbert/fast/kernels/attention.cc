@@ -29,9 +29,10 @@
 // (an example's rows are contiguous in memory, and the next example's are prefetched
 // a few cache lines after each tile of this one's products), does the small products
 // with gemm.h's micro-kernel, and the softmax and dropout while the scores are in
-// cache. Recomputing P (one more
-// small product) instead of storing it saves memory, and the zero gradient MXNet
-// would make for it.
+// cache. Recomputing P (one more small product) instead of storing it saves memory,
+// and the zero gradient MXNet would make for it. A head's scores are stored in rows
+// padded to whole vectors (Head::width), so that the products and the loops over a
+// row have no leftover columns.
 //
 // qkv may be bfloat16 (--precision bf16: the projection's output as oneDNN wrote it);
 // context and dqkv (and dcontext) are then bfloat16 too, and each example's rows are
