@@ -44,8 +44,8 @@ def build_step(config, arrays, ctx, precision='fp32'):
     """A zero-argument function running one training step on `arrays` (the dict of
     `configs.random_batch`) on the MXNet context `ctx`."""
     from ..data import PretrainingBatch
-    net = d2lbert_model(config, max_len=config.seq_len)
     from ..run.step import trainable_parameters
+    net = d2lbert_model(config, max_len=config.seq_len)
     trainer = prepare_for_training(net, ctx, precision=precision)
     batch, params = PretrainingBatch(**arrays), trainable_parameters(net)
     return lambda: train_step(net, params, trainer, batch, ctx)
