@@ -104,6 +104,17 @@ def test_matches_numpy_attention(batch, seq_len, hidden, heads, packed):
     assert_close(dqkv.reshape(-1, 3 * hidden), expected_dqkv)
 
 
+def test_scores_hundreds_apart_match_numpy_attention():
+    """Each row's softmax subtracts the row's true maximum: with scores hundreds apart,
+    any smaller shift overflows exp (inf, then nan)."""
+    lens, qkv, dcontext = random_case(3, 40, 32, packed=True, seed=1)
+    qkv *= 12.0  # scores q.k / sqrt(d) with a spread of about 144 * 4 / 4 = 144
+    context, dqkv, _ = run_kernel(qkv, lens, 2, dcontext=dcontext)
+    expected_context, expected_dqkv = numpy_attention(qkv, lens, 2, 40, True, dcontext)
+    assert_close(context, expected_context, rtol=1e-4)
+    assert_close(dqkv, expected_dqkv, rtol=1e-4)
+
+
 @pytest.mark.parametrize('packed', [False, True], ids=['padded', 'packed'])
 def test_dropout_is_the_hashed_mask(packed):
     """While training, the weights are dropped with the mask that the seed output

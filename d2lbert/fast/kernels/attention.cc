@@ -129,7 +129,7 @@ struct Head {
 // (bfloat16 arrays), room for an example's rows of qkv, context and their gradients
 // in float32
 struct Scratch {
-  std::vector<float> keys_t, values_t, probs, weights, mask, dscores, gemm;
+  std::vector<float> keys_t, values_t, probs, weights, mask, dscores, gemm, inverse;
   std::vector<float> qkv_rows, dqkv_rows, context_rows;
   std::vector<uint32_t> pairs;  // gemm_bf16_nt's
   Prefetch prefetch;            // the next example's rows, during this one's products
@@ -137,7 +137,7 @@ struct Scratch {
       : keys_t(static_cast<size_t>(d) * whole_vectors(queries)), values_t(keys_t.size()),
         probs(static_cast<size_t>(queries) * whole_vectors(queries)), weights(probs.size()),
         mask(probs.size()), dscores(probs.size()),
-        gemm(gemm_scratch_size(std::max(queries, d))),
+        gemm(gemm_scratch_size(std::max(queries, d))), inverse(queries),
         qkv_rows(queries * 3 * hidden), dqkv_rows(qkv_rows.size()),
         context_rows(queries * hidden), pairs(hidden ? bf16_pairs_size(queries, d) : 0) {}
 };
@@ -209,27 +209,25 @@ float row_max(const float* x, int n) {
     const Vector v = load(x + c);
     most = v > most ? v : most;
   }
-  float result = -INFINITY;
-  for (int i = 0; i < kVector; ++i) result = std::max(result, most[i]);
-  return result;
+  return lanes_max(most);
 }
 
-// sum(x[c] * y[c]) over c in [0, n), n a multiple of kVector; sum(x[c]) if y is null
-float row_dot(const float* x, const float* y, int n) {
+// sum(x[c]) over c in [0, n), n a multiple of kVector
+float row_sum(const float* x, int n) {
   Vector sum = Vector{};
-  for (int c = 0; c < n; c += kVector) sum += y ? load(x + c) * load(y + c) : load(x + c);
-  float result = 0.f;
-  for (int i = 0; i < kVector; ++i) result += sum[i];
-  return result;
+  for (int c = 0; c < n; c += kVector) sum += load(x + c);
+  return lanes_sum(sum);
 }
 
-// Softmax of the first n columns of each row in place; each row's log-sum-exp into
-// lse. The loops run over whole vectors, the padding columns [n, width) included:
-// -inf for the maximum, 0 after the exp (exp_nonpositive(-inf) is about 2e-38, which
-// the scaling and the dropout would turn into subnormal numbers, slow to compute
-// with: the forward pass took 1.2x as long). No product reads them: W V and the
-// backward's products take the first n columns only.
-void softmax_rows(float* scores, int rows, int n, int width, float* lse) {
+// The softmax's numerators exp(x - max) of the first n columns of each row, in place;
+// each row's 1 / sum of them into inverse and its log-sum-exp into lse (the forward
+// pass's weights then scale the numerators by inverse, with the dropout mask). The
+// loops run over whole vectors, the padding columns [n, width) included: -inf for the
+// maximum, 0 after the exp (exp_nonpositive(-inf) is about 2e-38, which the scaling and
+// the dropout would turn into subnormal numbers, slow to compute with: the forward pass
+// took 1.2x as long). No product reads them: W V and the backward's products take the
+// first n columns only.
+void softmax_rows(float* scores, int rows, int n, int width, float* inverse, float* lse) {
   for (int r = 0; r < rows; ++r) {
     float* row = scores + static_cast<int64_t>(r) * width;
     std::fill(row + n, row + width, -INFINITY);
@@ -237,12 +235,31 @@ void softmax_rows(float* scores, int rows, int n, int width, float* lse) {
 #pragma omp simd
     for (int c = 0; c < width; ++c) row[c] = exp_nonpositive(row[c] - max);
     std::fill(row + n, row + width, 0.f);
-    const float sum = row_dot(row, nullptr, width);
-    const float inverse = 1.f / sum;
-#pragma omp simd
-    for (int c = 0; c < width; ++c) row[c] *= inverse;
+    const float sum = row_sum(row, width);
+    inverse[r] = 1.f / sum;
     lse[r] = max + std::log(sum);
   }
+}
+
+// The forward pass's W = softmax * mask / (1 - p) from softmax_rows' numerators and
+// inverses, in one pass over each row: into `weights`, or in place without dropout.
+// Returns W. Query r's mask row is first_row + r * row_step.
+const float* forward_weights(const Dropout& dropout, int64_t first_row, int64_t row_step,
+                             float* numerators, int rows, int width, const float* inverse,
+                             float* weights) {
+  for (int r = 0; r < rows; ++r) {
+    float* e = numerators + static_cast<int64_t>(r) * width;
+    if (!dropout.active()) {
+#pragma omp simd
+      for (int c = 0; c < width; ++c) e[c] *= inverse[r];
+      continue;
+    }
+    float* w = weights + static_cast<int64_t>(r) * width;
+    const uint32_t key = dropout.row_key(first_row + r * row_step);
+    const float scale = dropout.keep_scale() * inverse[r];
+    for (int c = 0; c < width; ++c) w[c] = dropout.keeps(key, c) ? e[c] * scale : 0.f;
+  }
+  return dropout.active() ? weights : numerators;
 }
 
 // The softmax again, from the scores and the forward pass's log-sum-exp, over whole
@@ -260,16 +277,20 @@ void softmax_from_lse(float* scores, int rows, int width, const float* lse) {
   }
 }
 
-// weights = probs * mask (rows, n, row stride n); the mask too if `mask` is not null.
-// Query r's mask row is first_row + r * row_step.
-void apply_dropout(const Dropout& dropout, int64_t first_row, int64_t row_step,
-                   const float* probs, int rows, int n, float* mask, float* weights) {
+// The backward pass's dropout of P (rows, width): its mask, and W = P * mask, in one
+// pass over each row. Query r's mask row is first_row + r * row_step.
+void dropout_backward_weights(const Dropout& dropout, int64_t first_row, int64_t row_step,
+                              const float* probs, int rows, int width, float* mask,
+                              float* weights) {
+  const float scale = dropout.keep_scale();
   for (int r = 0; r < rows; ++r) {
-    float* w = weights + static_cast<int64_t>(r) * n;
-    float* m = mask ? mask + static_cast<int64_t>(r) * n : w;
-    dropout.row_mask(first_row + r * row_step, n, m);
-    const float* p = probs + static_cast<int64_t>(r) * n;
-    for (int c = 0; c < n; ++c) w[c] = m[c] * p[c];
+    const int64_t offset = static_cast<int64_t>(r) * width;
+    const uint32_t key = dropout.row_key(first_row + r * row_step);
+    for (int c = 0; c < width; ++c) {
+      const float keep = dropout.keeps(key, c) ? scale : 0.f;
+      mask[offset + c] = keep;
+      weights[offset + c] = keep * probs[offset + c];
+    }
   }
 }
 
@@ -284,29 +305,30 @@ void head_forward(const Layout& layout, const Head& h, const Dropout& dropout,
     return;
   }
   scaled_scores(h, scratch);
-  float* probs = scratch->probs.data();
-  softmax_rows(probs, h.queries, h.keys, h.width, lse + h.lse_index(layout));
-  const float* w = probs;
-  if (dropout.active()) {
-    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, h.width,
-                  nullptr, scratch->weights.data());
-    w = scratch->weights.data();
-  }
+  float* inverse = scratch->inverse.data();
+  softmax_rows(scratch->probs.data(), h.queries, h.keys, h.width, inverse,
+               lse + h.lse_index(layout));
+  const float* w = forward_weights(dropout, h.mask_row(layout), layout.heads(),
+                                   scratch->probs.data(), h.queries, h.width, inverse,
+                                   scratch->weights.data());
   gemm(h.queries, h.d, h.keys, 1.f, {w, h.width, 1}, h.v, h.ld, c, H, false,
        scratch->gemm.data(), &scratch->prefetch);
 }
 
 // dZ = P * (dP - rowsum(dP * P)) in place of dP (rows, n; n a multiple of kVector);
-// dP = dW * mask if dropout
+// dP = dW * mask if dropout, formed in the same pass as the row sum
 void softmax_backward(float* dz, const float* probs, const float* mask, int rows, int n) {
   for (int r = 0; r < rows; ++r) {
     float* row = dz + static_cast<int64_t>(r) * n;
     const float* p = probs + static_cast<int64_t>(r) * n;
-    if (mask) {
-      const float* m = mask + static_cast<int64_t>(r) * n;
-      for (int c = 0; c < n; ++c) row[c] *= m[c];
+    const float* m = mask ? mask + static_cast<int64_t>(r) * n : nullptr;
+    Vector sum = Vector{};
+    for (int c = 0; c < n; c += kVector) {
+      const Vector dp = m ? load(row + c) * load(m + c) : load(row + c);
+      d2lbert::store(row + c, dp);
+      sum += dp * load(p + c);
     }
-    const float dot = row_dot(row, p, n);
+    const float dot = lanes_sum(sum);
     for (int c = 0; c < n; ++c) row[c] = p[c] * (row[c] - dot);
   }
 }
@@ -333,8 +355,8 @@ void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
   softmax_from_lse(probs, h.queries, width, lse + h.lse_index(layout));
   const float* w = probs;
   if (dropout.active()) {
-    apply_dropout(dropout, h.mask_row(layout), layout.heads(), probs, h.queries, width,
-                  scratch->mask.data(), scratch->weights.data());
+    dropout_backward_weights(dropout, h.mask_row(layout), layout.heads(), probs, h.queries,
+                             width, scratch->mask.data(), scratch->weights.data());
     w = scratch->weights.data();
   }
   float* dz = scratch->dscores.data();  // dW, then dZ: (queries, n)

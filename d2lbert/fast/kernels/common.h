@@ -142,12 +142,15 @@ struct Dropout {
     return mix32(mix32(static_cast<uint32_t>(row) ^ seed[0]) +
                  (static_cast<uint32_t>(static_cast<uint64_t>(row) >> 32) ^ seed[1]));
   }
+  // whether column j of the row whose row_key is `key` is kept
+  bool keeps(uint32_t key, int64_t j) const {
+    return mix32(key + static_cast<uint32_t>(j) * 0x9e3779b9u) >= threshold;
+  }
   // mask[j] = 1 / (1 - p) or 0 for columns j in [first, last) of `row`
   void mask_columns(int64_t row, int64_t first, int64_t last, float* mask) const {
     const uint32_t key = row_key(row);
     const float scale = keep_scale();
-    for (int64_t j = first; j < last; ++j)
-      mask[j] = mix32(key + static_cast<uint32_t>(j) * 0x9e3779b9u) >= threshold ? scale : 0.f;
+    for (int64_t j = first; j < last; ++j) mask[j] = keeps(key, j) ? scale : 0.f;
   }
   // the first n columns
   void row_mask(int64_t row, int n, float* mask) const { mask_columns(row, 0, n, mask); }

@@ -28,6 +28,25 @@ constexpr int kTileColumns = 2 * kVector;
 typedef float Vector __attribute__((vector_size(kVector * sizeof(float)), aligned(4)));
 
 inline Vector load(const float* p) { return *reinterpret_cast<const Vector*>(p); }
+
+// The sum and the largest of a vector's lanes, in log2(kVector) halvings: a chain of
+// kVector scalar steps, which a loop over the lanes compiles to, made each short row
+// of attention scores wait on it.
+#if defined(__AVX512F__)
+inline float lanes_sum(Vector v) { return _mm512_reduce_add_ps(reinterpret_cast<__m512>(v)); }
+inline float lanes_max(Vector v) { return _mm512_reduce_max_ps(reinterpret_cast<__m512>(v)); }
+#else
+inline float lanes_sum(Vector v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+inline float lanes_max(Vector v) {
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+}
+#endif
 inline void store(float* p, Vector v) { *reinterpret_cast<Vector*>(p) = v; }
 
 // A matrix read in place: element (i, p) at data[i * row_stride + p * column_stride],
