@@ -28,6 +28,7 @@ constexpr int kTileColumns = 2 * kVector;
 typedef float Vector __attribute__((vector_size(kVector * sizeof(float)), aligned(4)));
 
 inline Vector load(const float* p) { return *reinterpret_cast<const Vector*>(p); }
+inline void store(float* p, Vector v) { *reinterpret_cast<Vector*>(p) = v; }
 
 // The sum and the largest of a vector's lanes, in log2(kVector) halvings: a chain of
 // kVector scalar steps, which a loop over the lanes compiles to, made each short row
@@ -37,17 +38,20 @@ inline float lanes_sum(Vector v) { return _mm512_reduce_add_ps(reinterpret_cast<
 inline float lanes_max(Vector v) { return _mm512_reduce_max_ps(reinterpret_cast<__m512>(v)); }
 #else
 inline float lanes_sum(Vector v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+  float x[kVector];
+  std::memcpy(x, &v, sizeof x);
+  for (int half = kVector / 2; half > 0; half /= 2)
+    for (int i = 0; i < half; ++i) x[i] += x[i + half];
+  return x[0];
 }
 inline float lanes_max(Vector v) {
-  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-  return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+  float x[kVector];
+  std::memcpy(x, &v, sizeof x);
+  for (int half = kVector / 2; half > 0; half /= 2)
+    for (int i = 0; i < half; ++i) x[i] = std::max(x[i], x[i + half]);
+  return x[0];
 }
 #endif
-inline void store(float* p, Vector v) { *reinterpret_cast<Vector*>(p) = v; }
 
 // A matrix read in place: element (i, p) at data[i * row_stride + p * column_stride],
 // so a transposed matrix is the same data with the strides swapped.
