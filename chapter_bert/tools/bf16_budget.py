@@ -60,10 +60,10 @@ def build_step(step, config_name, precision, steps):
         config = get_config(config_name)
         return step_d2lbert.build_step(config, random_batch(config), mx.cpu(), **kwargs)
     from d2lbert.bench import finetune_d2lbert
-    from d2lbert.bench.finetune_pairs import benchmark_pairs, get_finetune_config
-    config = get_finetune_config(config_name)
-    pairs = benchmark_pairs(config, 2 * steps, WARMUP)
-    batches = [batch for part in pairs for batch in finetune_d2lbert.host_batches(config, part)]
+    from d2lbert.bench.finetune_lines import FINETUNE, finetune_examples
+    config, warmup_pairs, timed_pairs = finetune_examples(FINETUNE, config_name, steps, WARMUP)
+    batches = (finetune_d2lbert.host_batches(config, warmup_pairs)
+               + finetune_d2lbert.host_batches(config, timed_pairs))
     return finetune_d2lbert.build_step(config, batches, mx.cpu(), **kwargs)
 
 
@@ -72,21 +72,16 @@ def measure(step, config_name, precision, steps, profile):
     and with profile=True the profiler's {operator: ms per step} over them."""
     import resource
     import mxnet as mx
+    from d2lbert.bench.timing import time_steps
     run = build_step(step, config_name, precision, steps)
-    for _ in range(WARMUP):
-        run()
-    mx.nd.waitall()
+    time_steps(run, WARMUP, 0, mx.nd.waitall)
     with tempfile.TemporaryDirectory() as folder:
         if profile:
             mx.profiler.set_config(profile_all=True, aggregate_stats=True,
                                    filename=os.path.join(folder, 'profile.json'))
             mx.profiler.set_state('run')
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        tic = time.perf_counter()
-        for _ in range(steps):
-            run()
-        mx.nd.waitall()
-        seconds = time.perf_counter() - tic
+        seconds = time_steps(run, steps, 0, mx.nd.waitall)
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         operators = {}
         if profile:
