@@ -1,52 +1,60 @@
 """d2lbert: BERT in MXNet Gluon, the way "Dive into Deep Learning" teaches it.
 
-Importing d2lbert sets OMP_NUM_THREADS and GOMP_SPINCOUNT=1000 (when unset: see
-util/threads.py) and, where MXNet's OpenBLAS would fall back to generic kernels on this
-CPU, OPENBLAS_CORETYPE, before MXNet loads; it switches MXNet to its NumPy interface
-(`npx.set_np()`), which all blocks here use.
+The public names are :data:`__all__`: the book's blocks (`BERTEncoder`, `BERTModel`,
+the task heads, ...), `BERTConfig`, loading, saving and encoding text
+(`load_pretrained`, `save_pretrained`, `encode_batch`), and the vocabularies. Each is
+imported when first used (PEP 562), so ``import d2lbert`` itself loads nothing,
+MXNet included, and changes nothing global: no environment variable, not MXNet's
+NumPy mode, no file. The blocks run in MXNet's NumPy mode whether or not the caller
+switched it on (`npx.set_np()`, as every d2l chapter does), and legacy `mx.nd` code
+runs beside them.
 
 Layers, each importing only those before it: `util` (helpers), `model` (the book's
 blocks), `fast` (the same model, faster on a CPU: `fast.accelerate`), `data`, `run`
 (what every training command shares), `pretraining` and `finetuning`; then `interop`,
-`bench` and the `d2lbert` command (`cli`).
+`bench`, `launch` and the `d2lbert` command (`cli`). Each is reachable as an attribute
+(``d2lbert.data``, ``d2lbert.interop``, ...).
 
-`import d2lbert` loads the model and util only; the names below from the other layers
-(`d2lbert.fast`, `d2lbert.Vocab`, `d2lbert.load_pretrained`, ...) load their layer when
-first used.
+Versions follow semantic versioning; a public name is removed only after a minor
+version in which it warns (CHANGELOG.md).
 """
 import importlib
 
-from .util.blas import set_blas_core
-from .util.threads import set_default_threads
+__version__ = '0.2.0'
 
-set_default_threads()
-set_blas_core()
+# public name: the module of d2lbert it comes from
+PUBLIC_NAMES = {
+    # the book's blocks
+    'MultiHeadAttention': 'model', 'masked_softmax': 'model', 'AddNorm': 'model',
+    'PositionWiseFFN': 'model', 'TransformerEncoderBlock': 'model', 'BERTEncoder': 'model',
+    'MaskLMDecoder': 'model', 'NextSentenceClassifier': 'model', 'BERTModel': 'model',
+    'BERTConfig': 'model',
+    # task heads
+    'BERTClassifier': 'model', 'MeanPooledClassifier': 'model', 'BERTTagger': 'model',
+    'BERTForQuestionAnswering': 'model',
+    # text in, models in and out
+    'Vocab': 'data', 'WordPieceVocab': 'data', 'encode_batch': 'data',
+    'load_data_wiki': 'data', 'load_pretrained': 'interop', 'save_pretrained': 'interop',
+    'get_bert_encoding': 'interop',
+    # the process and the devices
+    'configure_cpu': 'util.process', 'check_values': 'util.checks',
+    'skip_value_checks': 'util.checks',
+    'try_gpu': 'run', 'try_all_gpus': 'run',
+}
+LAYERS = ('util', 'model', 'fast', 'data', 'run', 'pretraining', 'finetuning', 'interop',
+          'bench', 'launch')
 
-from mxnet import npx  # noqa: E402  (after the thread count is set)
-
-npx.set_np()
-
-from .model import (AddNorm, BERTClassifier, BERTConfig, BERTEncoder,  # noqa: E402
-                    BERTForQuestionAnswering, BERTModel, BERTTagger, MaskLMDecoder,
-                    MeanPooledClassifier, MultiHeadAttention, NextSentenceClassifier,
-                    PositionWiseFFN, TransformerEncoderBlock, masked_softmax)
-from .util.checks import skip_value_checks  # noqa: E402
-
-__version__ = '0.1.0'
-
-# name: the module of d2lbert it comes from (the name itself when it is that module)
-LAZY_NAMES = {'fast': 'fast', 'Vocab': 'data', 'load_data_wiki': 'data',
-              'get_bert_encoding': 'interop', 'load_pretrained': 'interop',
-              'try_all_gpus': 'run', 'try_gpu': 'run'}
+__all__ = ['__version__', *PUBLIC_NAMES, 'fast']
 
 
 def __getattr__(name):
-    """`d2lbert.fast`, `d2lbert.Vocab`, ...: their layer imported on first use (PEP 562)."""
-    if name not in LAZY_NAMES:
-        raise AttributeError(f"module 'd2lbert' has no attribute {name!r}")
-    module = importlib.import_module(f'{__name__}.{LAZY_NAMES[name]}')
-    return module if name == LAZY_NAMES[name] else getattr(module, name)
+    """`d2lbert.BERTModel`, `d2lbert.data`, ...: their layer imported on first use."""
+    if name in PUBLIC_NAMES:
+        return getattr(importlib.import_module(f'{__name__}.{PUBLIC_NAMES[name]}'), name)
+    if name in LAYERS:
+        return importlib.import_module(f'{__name__}.{name}')
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
 def __dir__():
-    return sorted(set(globals()) | set(LAZY_NAMES))
+    return sorted(set(globals()) | set(PUBLIC_NAMES) | set(LAYERS))

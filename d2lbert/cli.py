@@ -5,15 +5,24 @@ import os
 import sys
 import warnings
 
-from .bench import BenchOptions
-from .finetuning.finetune import FinetuneOptions
-from .finetuning.predict import PredictOptions
-from .finetuning.tasks import TASKS
-from .interop.convert import ConvertOptions
-from .interop.encode import EncodeOptions, split_pair, tokenize_pair, unknown_words_line
-from .pretraining.fill_mask import FillMaskOptions
-from .pretraining.pretrain import PretrainOptions
-from .util.options import check_folder, check_output_file, check_text
+from .util.process import configure_cpu
+
+# The command's process: threads and OpenBLAS's core are read once, when MXNet loads
+# (on the imports below), so they are set first; a library import of d2lbert sets none,
+# and a program that loaded MXNet before it runs `main` keeps its own.
+if 'mxnet' not in sys.modules:
+    configure_cpu()
+
+from .bench import BenchOptions  # noqa: E402
+from .finetuning.finetune import FinetuneOptions  # noqa: E402
+from .finetuning.predict import PredictOptions  # noqa: E402
+from .finetuning.tasks import TASKS  # noqa: E402
+from .interop.convert import ConvertOptions  # noqa: E402
+from .interop.encode import (EncodeOptions, split_pair, tokenize_pair,  # noqa: E402
+                             unknown_words_line)
+from .pretraining.fill_mask import FillMaskOptions  # noqa: E402
+from .pretraining.pretrain import PretrainOptions  # noqa: E402
+from .util.options import check_folder, check_output_file, check_text  # noqa: E402
 
 
 def add_pretrain_parser(subparsers):
@@ -72,21 +81,28 @@ def add_finetune_parser(subparsers):
 
 
 def load_model_flag(model):
-    """`load_pretrained(--model)`, its errors naming the flag; the heads a model lacks
-    are not warned about (the command says what it does about them)."""
+    """`load_pretrained(--model)`, hybridized, its errors naming the flag; a fine-tuned
+    model is refused; the heads a model lacks are not warned about (the command says
+    what it does about them)."""
     from .interop import load_pretrained
     from .interop.hf_weights import MissingHeadsWarning
     from .interop.huggingface import PickleRefused
+    from .model import BERTModel
     try:
         with warnings.catch_warnings():
             warnings.simplefilter('ignore', MissingHeadsWarning)
-            return load_pretrained(model)
+            net, vocab = load_pretrained(model)
     except PickleRefused as error:
         raise ValueError(f'--model {model}: {error.path} is a pickle, and loading a pickle '
                          'can run arbitrary code; if you trust it, convert the folder first: '
                          f'd2lbert convert --from-hf {model} --out DIR --allow-pickle') from None
     except (FileNotFoundError, ValueError) as error:
         raise ValueError(f'--model {model}: {error}') from None
+    if not isinstance(net, BERTModel):
+        raise ValueError(f'--model {model}: a fine-tuned model ({type(net).__name__}), not '
+                         'a pretrained one: `d2lbert predict --model` reads it')
+    net.hybridize(static_alloc=True)
+    return net, vocab
 
 
 def run_finetune(args):
@@ -417,6 +433,8 @@ def main(argv=None):
     add_bench_parser(subparsers)
     add_launch_parser(subparsers)
     args = parser.parse_args(argv)
+    from mxnet import npx
+    npx.set_np()  # the command's process: the package's code uses MXNet's NumPy interface
     from .data import DownloadError
     from .run.checkpoint import CheckpointError
     from .run.errors import RunError, RunFault

@@ -30,9 +30,11 @@ os.environ.setdefault('OMP_NUM_THREADS', '1')
 # distutils); they are not ours and would drown the test report.
 with warnings.catch_warnings():
     warnings.simplefilter('ignore', DeprecationWarning)
-    import d2lbert  # switches on MXNet's NumPy interface
+    import d2lbert
     import mxnet as mx
-    from mxnet import np
+    from mxnet import np, npx
+
+npx.set_np()  # as the book's readers do: the tests' own arrays use the NumPy interface
 
 VOCAB_SIZE = 64
 TINY = dict(num_hiddens=32, ffn_num_hiddens=64, num_heads=2, num_layers=2, max_len=16,

@@ -159,7 +159,7 @@ def test_a_bare_bert_model_gets_a_fresh_tied_head_that_converts(hf_bare, text_fi
     tokens = onp.array([[2, 6, 4, 9, 10, 3, 0, 0], [2, 11, 12, 13, 4, 14, 5, 3]])
     valid_lens = onp.array([6, 8])
     positions = onp.array([[1, 2, 3], [4, 5, 6]])
-    _, _, ours = net(np.array(tokens, dtype='int32'), np.zeros(tokens.shape, dtype='int32'),
+    _, ours, _ = net(np.array(tokens, dtype='int32'), np.zeros(tokens.shape, dtype='int32'),
                      np.array(valid_lens, dtype='float32'), np.array(positions, dtype='int32'))
     mask = torch.tensor((onp.arange(8)[None] < valid_lens[:, None]).astype('int64'))
     with torch.no_grad():

@@ -116,7 +116,7 @@ def test_original_matches_gluonnlp_bert():
     assert set(batch['segments'].asnumpy().ravel()) == {0, 1}
     assert batch['valid_lens'].asnumpy().min() < 12
 
-    encoded, nsp, mlm = to_numpy(*ours(**batch))
+    encoded, mlm, nsp = to_numpy(*ours(**batch))
     ref_encoded, ref_nsp, ref_mlm = run_gluonnlp(theirs, batch)
     for i, length in enumerate(batch['valid_lens'].asnumpy()):
         assert onp.abs(encoded[i, :length] - ref_encoded[i, :length]).max() < TOLERANCE
@@ -135,6 +135,6 @@ def test_gluonnlp_and_d2lbert_differ_without_the_copy():
     ours.initialize()
     randomize_parameters(ours, seed=9)
     batch = make_batch(seed=8, batch_size=4, seq_len=12)
-    _, _, mlm = to_numpy(*ours(**batch))
+    _, mlm, _ = to_numpy(*ours(**batch))
     _, _, ref_mlm = run_gluonnlp(theirs, batch)
     assert onp.abs(mlm - ref_mlm).max() > 0.1

@@ -13,6 +13,7 @@ from mxnet import np
 
 import d2lbert
 from conftest import VOCAB_SIZE, make_batch, make_model
+from test_hybridize import pretraining_targets
 
 
 @pytest.fixture(scope='module')
@@ -85,10 +86,10 @@ def ids(cases):
 @pytest.mark.parametrize('_, make_bad, message', BAD_VALUES + BAD_SHAPES,
                          ids=ids(BAD_VALUES + BAD_SHAPES))
 def test_bert_model_rejects_bad_input(net, hybridized_net, hybridize, _, make_bad, message):
-    """BERTModel raises a ValueError naming the argument and the offending value, also
-    when hybridized (the checks run before the graph)."""
+    """Inside `d2lbert.check_values()`, BERTModel raises a ValueError naming the argument
+    and the offending value, also when hybridized (the checks run before the graph)."""
     net = hybridized_net if hybridize else net
-    with pytest.raises(ValueError, match=message):
+    with d2lbert.check_values(), pytest.raises(ValueError, match=message):
         net(**make_bad(make_batch(seed=20, seq_len=10)))
 
 
@@ -99,7 +100,7 @@ def test_bert_model_rejects_bad_input(net, hybridized_net, hybridize, _, make_ba
 def test_bert_encoder_rejects_bad_input(net, _, make_bad, message):
     """The encoder called on its own runs the same checks."""
     batch = make_bad(make_batch(seed=21, seq_len=10))
-    with pytest.raises(ValueError, match=message):
+    with d2lbert.check_values(), pytest.raises(ValueError, match=message):
         net.encoder(batch['tokens'], batch['segments'], batch['valid_lens'])
 
 
@@ -116,7 +117,7 @@ def test_mask_lm_decoder_rejects_bad_positions(net, positions, message):
     """MaskLMDecoder checks pred_positions against the encoded sequence (here 9 long):
     out of range, not an integer, or not one row per example."""
     encoded = np.zeros((2, 9, 32))
-    with pytest.raises(ValueError, match=message):
+    with d2lbert.check_values(), pytest.raises(ValueError, match=message):
         net.mlm(encoded, positions)
 
 
@@ -124,7 +125,8 @@ def test_non_integer_valid_length_is_rejected(net):
     """A fractional valid length is an error, not silently truncated."""
     batch = make_batch(seed=22, seq_len=10)
     batch['valid_lens'] = batch['valid_lens'].astype('float32') - 0.5
-    with pytest.raises(ValueError, match=r'valid_lens\[0\] = \d+\.5 .*must be an integer'):
+    with d2lbert.check_values(), pytest.raises(
+            ValueError, match=r'valid_lens\[0\] = \d+\.5 .*must be an integer'):
         net(**batch)
 
 
@@ -138,44 +140,68 @@ def test_valid_input_passes_all_checks(net):
     batch = with_value(batch, 'pred_positions', 0, 0)
     batch = with_value(batch, 'valid_lens', 1, 10)
     batch = with_value(batch, 'pred_positions', (1, 0), 9)
-    encoded, nsp, mlm = net(**batch)
+    encoded, mlm, nsp = net(**batch)
     assert onp.isfinite(mlm.asnumpy()).all()
 
 
 @pytest.mark.parametrize('_, make_bad, message', BAD_VALUES, ids=ids(BAD_VALUES))
-def test_skip_value_checks_skips_value_checks(net, _, make_bad, message):
-    """Inside `d2lbert.skip_value_checks()` the value checks (which copy the inputs to
-    the host) are skipped: bad values raise no ValueError (MXNet may still fail later,
-    inside an operator, with its own error). Outside the block, the checks are back."""
+def test_values_are_checked_only_when_asked(net, _, make_bad, message):
+    """Outside `d2lbert.check_values()` the value checks (which copy the inputs to the
+    host) do not run: bad values raise no ValueError (MXNet may still fail later, inside
+    an operator, with its own error). Inside the block, the checks run."""
     batch = make_bad(make_batch(seed=24, seq_len=10))
-    with d2lbert.skip_value_checks():
-        try:
-            for output in net(**batch):
-                output.asnumpy()  # wait for MXNet's asynchronous computation
-        except ValueError as error:
-            pytest.fail(f'value check ran inside skip_value_checks(): {error}')
-        except (mx.base.MXNetError, IndexError):
-            pass  # e.g. gather_nd's IndexError for a position beyond the sequence
-    with pytest.raises(ValueError, match=message):
+    try:
+        for output in net(**batch):
+            output.asnumpy()  # wait for MXNet's asynchronous computation
+    except ValueError as error:
+        pytest.fail(f'value check ran outside check_values(): {error}')
+    except (mx.base.MXNetError, IndexError):
+        pass  # e.g. gather_nd's IndexError for a position beyond the sequence
+    with d2lbert.check_values(), pytest.raises(ValueError, match=message):
         net(**batch)
 
 
 @pytest.mark.parametrize('_, make_bad, message', BAD_SHAPES, ids=ids(BAD_SHAPES))
-def test_skip_value_checks_still_checks_shapes(net, _, make_bad, message):
-    """Shape checks cost nothing and stay on inside `skip_value_checks()`."""
-    with d2lbert.skip_value_checks(), pytest.raises(ValueError, match=message):
+def test_shapes_are_always_checked(net, _, make_bad, message):
+    """Shape checks cost nothing and run outside `check_values()` too."""
+    with pytest.raises(ValueError, match=message):
         net(**make_bad(make_batch(seed=25, seq_len=10)))
 
 
-def test_skip_value_checks_restores_the_previous_state_after_an_error(net):
+@pytest.mark.parametrize('pretraining_loss', [False, True], ids=['forward', 'loss'])
+def test_a_hybridized_call_copies_nothing_to_the_host(hybridized_net, monkeypatch,
+                                                      pretraining_loss):
+    """The training path's forward call and loss never read a device array on the host
+    (which would stall every step): `asnumpy` may not run until the results are read."""
+    batch = make_batch(seed=27, seq_len=10)
+    targets = pretraining_targets(batch, seed=27)
+    hybridized_net(**batch)  # the graph is built
+    copies = []
+    monkeypatch.setattr(mx.np.ndarray, 'asnumpy', lambda array: copies.append(array.shape))
+    if pretraining_loss:
+        hybridized_net.pretraining_loss(**batch, **targets)
+    else:
+        hybridized_net(**batch)
+    assert copies == []
+
+
+def test_check_values_restores_the_previous_state_after_an_error(net):
     """Leaving the block, even by an exception and from a nested block, restores
     the previous setting."""
     bad = with_value(make_batch(seed=26, seq_len=10), 'tokens', (0, 0), VOCAB_SIZE)
     with pytest.raises(RuntimeError):
-        with d2lbert.skip_value_checks():
-            with d2lbert.skip_value_checks():
+        with d2lbert.check_values():
+            with d2lbert.check_values():
                 pass
-            net(**bad)  # still skipped after the inner block ended
+            with pytest.raises(ValueError, match=re.escape('tokens[0, 0] = 64')):
+                net(**bad)  # still checked after the inner block ended
             raise RuntimeError
-    with pytest.raises(ValueError, match=re.escape('tokens[0, 0] = 64')):
-        net(**bad)
+    for output in net(**with_value(bad, 'tokens', (0, 0), 1)):
+        output.asnumpy()  # no check after the block
+
+
+def test_skip_value_checks_is_deprecated():
+    """The 0.1 name warns for one minor version, and changes nothing."""
+    with pytest.warns(DeprecationWarning, match='check_values'):
+        with d2lbert.skip_value_checks():
+            pass

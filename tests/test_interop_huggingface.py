@@ -84,7 +84,7 @@ def d2lbert_outputs(net, tokens, segments, valid_lens):
     """The same four outputs of a d2lbert `BERTModel` (MLM logits at every position)."""
     batch_size, seq_len = tokens.shape
     all_positions = np.array(onp.tile(onp.arange(seq_len), (batch_size, 1)))
-    encoded, nsp_logits, mlm_logits = net(np.array(tokens), np.array(segments),
+    encoded, mlm_logits, nsp_logits = net(np.array(tokens), np.array(segments),
                                           np.array(valid_lens), all_positions)
     pooled = net.nsp.pooler(encoded[:, 0, :])
     return [x.asnumpy() for x in (encoded, pooled, mlm_logits, nsp_logits)]

@@ -136,8 +136,8 @@ def test_padding_does_not_change_outputs_at_valid_positions(arch, hybridize):
     assert (scrambled['tokens'] != batch['tokens']).sum() > 0
     lens = batch['valid_lens'].asnumpy()
 
-    encoded, nsp, mlm = to_numpy(*net(**batch))
-    encoded2, nsp2, mlm2 = to_numpy(*net(**scrambled))
+    encoded, mlm, nsp = to_numpy(*net(**batch))
+    encoded2, mlm2, nsp2 = to_numpy(*net(**scrambled))
     assert max_abs_diff_at_valid_positions(encoded, encoded2, lens) == 0.0
     assert onp.abs(nsp - nsp2).max() == 0.0
     assert onp.abs(mlm - mlm2).max() == 0.0
@@ -157,8 +157,8 @@ def test_changing_a_valid_token_does_change_outputs(arch):
     tokens = batch['tokens'].asnumpy()
     tokens[0, 1] = (tokens[0, 1] + 1) % 64
     changed = dict(batch, tokens=np.array(tokens, dtype='int32'))
-    encoded, nsp, mlm = to_numpy(*net(**batch))
-    encoded2, nsp2, mlm2 = to_numpy(*net(**changed))
+    encoded, mlm, nsp = to_numpy(*net(**batch))
+    encoded2, mlm2, nsp2 = to_numpy(*net(**changed))
     assert onp.abs(encoded[0] - encoded2[0]).min(axis=-1).max() > 0
     assert onp.abs(nsp[0] - nsp2[0]).max() > 0
     assert onp.abs(mlm[0] - mlm2[0]).max() > 0

@@ -10,6 +10,8 @@ import sys
 
 import numpy as onp
 import pytest
+
+import d2lbert
 import mxnet as mx
 from mxnet import autograd, np, npx
 
@@ -139,7 +141,7 @@ def test_bias_gradient_is_independent_of_threads_and_padding_rows():
 
 def plain_pretraining_loss(net, batch, targets):
     """The textbook formulation: logits from the model, then log_softmax and pick."""
-    _, nsp_logits, mlm_logits = net(**batch)
+    _, mlm_logits, nsp_logits = net(**batch)
     weights = targets['mlm_weights']
     mlm_nll = -npx.pick(npx.log_softmax(mlm_logits), targets['mlm_labels'])
     mlm_loss = (mlm_nll * weights).sum() / weights.sum()
@@ -187,7 +189,7 @@ def test_accuracy_and_evaluation_graphs_give_the_same_losses():
     batch = make_batch(seed=21)
     targets = pretraining_targets(batch, seed=21)
     # Make about half of the slots correct, so that the accuracies are not trivially 0.
-    _, nsp, mlm = net(**batch)
+    _, mlm, nsp = net(**batch)
     labels = targets['mlm_labels'].asnumpy()
     labels[:, ::2] = mlm.asnumpy().argmax(-1)[:, ::2]
     targets['mlm_labels'] = np.array(labels, dtype='int32')
@@ -220,5 +222,5 @@ def test_bad_targets_give_a_clear_error(field, value, message):
     else:
         array.flat[0] = value
     targets[field] = np.array(array, dtype=array.dtype)
-    with pytest.raises(ValueError, match=message):
+    with d2lbert.check_values(), pytest.raises(ValueError, match=message):
         net.pretraining_loss(**batch, **targets)

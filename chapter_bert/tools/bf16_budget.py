@@ -38,6 +38,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_file import check_results_file, fail, write_results  # noqa: E402
+from d2lbert.util.process import configure_cpu  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(REPO, 'chapter_bert', 'results', 'bf16-budget.json')
@@ -177,6 +178,9 @@ def main(argv=None):
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
+        configure_cpu()  # as the commands run, before MXNet loads
+        from mxnet import npx
+        npx.set_np()
         print(json.dumps(measure(*json.loads(args.worker))))
         return
     for flag in ('steps', 'rounds', 'threads'):

@@ -104,6 +104,7 @@ EVAL_LINE = re.compile(r'^step (\d+): held-out MLM accuracy')
 sys.path.insert(0, HERE)
 from pretrain_study import machine, split_wikitext  # noqa: E402
 from results_file import check_results_file, fail, write_results  # noqa: E402
+from d2lbert.util.process import configure_cpu  # noqa: E402
 
 
 def log(text):
@@ -706,6 +707,9 @@ def main(argv=None):
                         help="only print the docs' tables of the results file --out")
     parser.add_argument('--book-run', nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    configure_cpu()  # threads and OpenBLAS's core as the commands run, before MXNet loads
+    from mxnet import npx
+    npx.set_np()  # the package's code and the book's use MXNet's NumPy interface
     if args.book_run:
         folder, out, seconds, batch_size, evaluations = args.book_run
         return book_training(folder, out, float(seconds), int(batch_size), int(evaluations))

@@ -3,8 +3,9 @@
 Every implementation gets its own process: MXNet's global state (NumPy mode on for
 d2lbert and d2l, off for GluonNLP) cannot clash, one run's memory cannot slow down the
 next, and the process's peak resident memory is that implementation's alone. The
-parent (`run_benchmarks`) sets OMP_NUM_THREADS in the child's environment, before
-MXNet is imported there.
+parent (`run_benchmarks`, in the `d2lbert bench` command, whose process set
+GOMP_SPINCOUNT and OPENBLAS_CORETYPE: `util.process`) sets OMP_NUM_THREADS in the
+child's environment, before MXNet is imported there.
 
 Usage: python -m d2lbert.bench.worker TASK_JSON OUTPUT_JSON_FILE
 """
@@ -119,6 +120,8 @@ TASKS = {'step': run_step_task, 'finetune': run_finetune_task, 'gemm': run_gemm_
 
 
 def main(task_json, output_file):
+    from mxnet import npx
+    npx.set_np()  # as the commands run (GluonNLP's step switches it off for itself)
     task = json.loads(task_json)
     kind = task.pop('kind')
     with warnings.catch_warnings():

@@ -11,8 +11,10 @@ pairs, or :mod:`.full_sentences`: texts packed for the masked LM alone), :mod:`.
 padding), :mod:`.packing` (where the valid tokens are), :mod:`.download`,
 :mod:`.bundled`, :mod:`.cache`. Fine-tuning tasks (SNLI, GLUE, CoNLL-2003,
 your own files) are in :mod:`.tasks`, starting with :func:`.tasks.load_task`;
-question answering (SQuAD) in :mod:`.squad`.
+question answering (SQuAD) in :mod:`.squad`; :func:`encode_batch` turns a list of
+texts into a padded batch of the model's inputs.
 """
+from .batch_encoder import encode_batch
 from .batches import PretrainingBatch, PretrainingBatches, bucket_lengths
 from .bundled import bundled_corpus_directory
 from .corpus import read_paragraphs
@@ -26,7 +28,7 @@ from .vocab import Vocab
 from .vocab_files import load_vocab, save_vocab
 from .wordpiece import WordPieceVocab
 
-__all__ = ['load_data_wiki', 'build_pretraining_examples', 'corpus_file',
+__all__ = ['encode_batch', 'load_data_wiki', 'build_pretraining_examples', 'corpus_file',
            'Vocab', 'PretrainingExamples', 'PretrainingBatches',
            'PretrainingBatch', 'ExampleOptions', 'bucket_lengths',
            'read_paragraphs', 'mask_tokens', 'wikitext_directory',

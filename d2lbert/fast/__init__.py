@@ -41,6 +41,12 @@ from .encoder import FusedBERTEncoder
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer
+from .objective import PretrainingObjective
+from ..util.numpy_mode import numpy_mode_block
+
+for block_class in (FusedMultiHeadAttention, FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock,
+                    FusedBERTEncoder, FastBERTModel, PretrainingObjective):
+    numpy_mode_block(block_class)  # as the book's blocks (`d2lbert.model`)
 
 FAST_BLOCKS = {MultiHeadAttention: FusedMultiHeadAttention, AddNorm: FusedAddNorm,
                nn.LayerNorm: FusedLayerNorm, TransformerEncoderBlock: LinkedEncoderBlock,

@@ -19,6 +19,8 @@ import dataclasses
 import math
 import os
 
+from mxnet.util import use_np
+
 from ..data.squad import DOC_STRIDE, MAX_QUERY_LEN
 from ..data.tasks.custom import LABEL_TYPES
 from ..run import checkpoint as ckpt
@@ -199,6 +201,7 @@ def resume_state(checkpoint, info, config, vocab, seed):
     return state
 
 
+@use_np  # MXNet's NumPy mode, for a caller from Python that did not switch it on
 def finetune(options, pretrained):
     """Run fine-tuning of pretrained = (bert, vocab), the `BERTModel` and vocabulary that
     `d2lbert.load_pretrained(options.model)` returns; returns a summary dict (output

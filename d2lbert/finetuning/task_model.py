@@ -84,6 +84,37 @@ def build_task_model(bert, info):
                      'question_answering)')
 
 
+# the task a head is saved for when its user names none (`task_info_of`): each reads
+# the files of its kind (a CSV or TSV of texts, CoNLL-2003's tagged words, SQuAD's JSON)
+DEFAULT_TASKS = {'classifier': 'csv', 'tagger': 'conll2003', 'question_answering': 'squad1'}
+HEADS = {BERTClassifier: 'classifier', MeanPooledClassifier: 'classifier',
+         BERTTagger: 'tagger', BERTForQuestionAnswering: 'question_answering'}
+
+
+def task_info_of(net, labels=None, task=None):
+    """The `TaskInfo` of a task model built in Python (a `BERTClassifier`,
+    `MeanPooledClassifier`, `BERTTagger` or `BERTForQuestionAnswering`), for saving it.
+
+    labels: the class names or tags in id order (default '0', '1', ...; a classifier
+        of one output is a regression); task: a key of `tasks.TASKS` whose files
+        `d2lbert predict` will read (default: `DEFAULT_TASKS` of the head).
+    """
+    head = HEADS.get(type(net))
+    if head is None:
+        raise ValueError(f'{type(net).__name__} is not a task model: expected one of '
+                         f'{sorted(cls.__name__ for cls in HEADS)}')
+    num_outputs = {'classifier': getattr(net, 'num_classes', None),
+                   'tagger': getattr(net, 'num_tags', None)}.get(head)
+    if labels is None and num_outputs and num_outputs > 1:
+        labels = [str(i) for i in range(num_outputs)]
+    if labels is not None and len(labels) != num_outputs:
+        raise ValueError(f'labels names {len(labels)} classes, the model has {num_outputs}')
+    return TaskInfo(task=task or DEFAULT_TASKS[head], head=head,
+                    labels=None if labels is None else tuple(labels),
+                    max_len=net.config.max_len, dropout=getattr(net, 'dropout_rate', 0.1),
+                    pooling='mean' if isinstance(net, MeanPooledClassifier) else 'cls')
+
+
 def save_task_model(folder, net, config, vocab, info):
     """Write (or atomically replace) the task model folder."""
     return ckpt.save_model_folder(folder, net, config, vocab, {TASK_FILE: info.to_dict()})

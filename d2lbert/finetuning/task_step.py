@@ -9,7 +9,6 @@ the whole batch's mean loss however many devices share it; the update is
 """
 from mxnet import autograd, np
 
-from ..util.checks import skip_value_checks
 from ..run.devices import to_device
 from ..run.step import split_batch
 
@@ -32,8 +31,7 @@ def task_forward_backward(net, batch, ctxs, loss_scale=1.0):
         tokens, segments, valid_lens, labels = device_arrays(shard, ctx)
         share = len(shard.valid_lens) / batch_size
         with autograd.record():
-            with skip_value_checks():  # the task pipeline's batches are valid
-                outputs = net(tokens, segments, valid_lens)
+            outputs = net(tokens, segments, valid_lens)
             loss = net.loss(outputs, labels).mean() * share
             scaled = loss * loss_scale
         scaled.backward()
@@ -44,5 +42,4 @@ def task_forward_backward(net, batch, ctxs, loss_scale=1.0):
 def task_outputs(net, batch, ctx):
     """The model's outputs (e.g. logits) for a host `TaskBatch`, no gradient."""
     tokens, segments, valid_lens, _ = device_arrays(batch, ctx)
-    with skip_value_checks():
-        return net(tokens, segments, valid_lens)
+    return net(tokens, segments, valid_lens)

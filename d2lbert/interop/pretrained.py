@@ -1,4 +1,9 @@
-"""Reuse a pretrained BERT: load it from wherever it comes from, encode text.
+"""Reuse a pretrained BERT: save it, load it from wherever it comes from, encode text.
+
+`save_pretrained(net, vocab, folder)` writes a model folder (config.json, vocab,
+model.params, manifest.json; task.json for a task model) that `load_pretrained` reads
+back, `d2lbert convert --to-hf` converts, `pretrain --model` and `finetune --model`
+start from (a pretraining model) and `predict --model` runs (a task model).
 
 `load_pretrained(path_or_name)` recognizes, by the files it holds:
 
@@ -7,18 +12,24 @@
     a checkpoint folder                  manifest.json, config.json, vocab.json, model.params
     a d2lbert model folder               config.json, vocab.json (or vocab.txt), model.params
                                          (`d2lbert convert --from-hf` writes one)
+    a task model folder                  the same and task.json (`save_pretrained` of a
+                                         task model, `d2lbert finetune`'s OUT/model)
     a Hugging Face BERT folder           config.json, model.safetensors, vocab.txt
     a model of the d2l book              a zip or folder with vocab.json, pretrained.params
     the name of a book model             'bert.small' or 'bert.base' (downloaded once)
 """
 import os
+from typing import Optional, Sequence
 
 import mxnet as mx
 from mxnet import np
+from mxnet.util import use_np
 
-from ..finetuning.task_model import TASK_FILE
+from ..finetuning.task_model import TASK_FILE, load_task_model, save_task_model, task_info_of
 from ..model import BERTModel
 from ..run import checkpoint as ckpt
+from ..run.files import check_output
+from ..run.folder import holds_files
 from ..run.models import model_folder
 from ..util.hashing import sha1_of_file, sha1_of_strings
 from .book import BOOK_MODELS, book_model_directory, is_book_model, load_book_model
@@ -33,7 +44,8 @@ EXPECTED = ('a d2lbert pretraining output folder (checkpoints/step-NNNNNN), a ch
 
 
 def model_kind(path_or_name):
-    """What `path_or_name` holds: 'run', 'checkpoint', 'model', 'huggingface' or 'book'.
+    """What `path_or_name` holds: 'run', 'checkpoint', 'model', 'task', 'huggingface' or
+    'book'.
 
     Raises FileNotFoundError for a path that does not exist (and is not a book model's
     name), ValueError for a file or folder that is none of these.
@@ -51,8 +63,7 @@ def model_kind(path_or_name):
     def has(*names):
         return all(os.path.exists(os.path.join(path, name)) for name in names)
     if has(TASK_FILE):
-        raise ValueError(f'{path} is a fine-tuned model ({TASK_FILE}), not a pretrained '
-                         'one: `d2lbert predict --model` reads it')
+        return 'task'
     if has('manifest.json'):
         return 'checkpoint'
     if os.path.isdir(os.path.join(path, ckpt.CHECKPOINT_DIR)):
@@ -64,12 +75,20 @@ def model_kind(path_or_name):
     raise ValueError(f'{path} is not a pretrained model: expected {EXPECTED}')
 
 
-def load_pretrained(path_or_name, ctx=None, allow_pickle=False):
-    """Load a pretrained BERT from any of the sources of the module doc.
+@use_np
+def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
+                    allow_pickle: bool = False):
+    """Load a BERT from any of the sources of the module doc.
 
-    Returns (net, vocab): net a hybridized `BERTModel` on ctx (default CPU), vocab its
-    `Vocab` or, for a Hugging Face model, its `WordPieceVocab`. A Hugging Face
-    pytorch_model.bin (a pickle) is read only with allow_pickle=True.
+    Returns (net, vocab): net a `BERTModel` (or, from a task model folder, the
+    `BERTClassifier`, `BERTTagger` or `BERTForQuestionAnswering` saved there) on ctx
+    (default CPU), not hybridized; vocab its `Vocab` or, for a Hugging Face model, its
+    `WordPieceVocab`. A Hugging Face pytorch_model.bin (a pickle) is read only with
+    allow_pickle=True.
+
+        net, vocab = d2lbert.load_pretrained('bert.small')
+        tokens, segments, valid_lens = d2lbert.encode_batch(vocab, ['a crane is flying'])
+        encoded, _, _ = net(tokens, segments, valid_lens)  # (1, 7, 256)
     """
     kind = model_kind(path_or_name)
     if kind == 'book':
@@ -81,13 +100,39 @@ def load_pretrained(path_or_name, ctx=None, allow_pickle=False):
     else:
         checkpoint = model_folder(path_or_name)
         if os.path.isfile(os.path.join(checkpoint, TASK_FILE)):
-            raise ValueError(f'{checkpoint} is a fine-tuning checkpoint ({TASK_FILE}), not a '
-                             'pretrained model')
-        config, vocab, _ = ckpt.read_checkpoint_meta(checkpoint)
-        net = ckpt.load_parameters(BERTModel.from_config(config), checkpoint)
+            net, _, vocab, _ = load_task_model(checkpoint)
+        else:
+            config, vocab, _ = ckpt.read_checkpoint_meta(checkpoint)
+            net = ckpt.load_parameters(BERTModel.from_config(config), checkpoint)
     net.collect_params().reset_ctx(ctx or mx.cpu())
-    net.hybridize(static_alloc=True)
     return net, vocab
+
+
+@use_np
+def save_pretrained(net, vocab, folder: str, labels: Optional[Sequence[str]] = None,
+                    overwrite: bool = False) -> str:
+    """Write net and its vocabulary to `folder`, for `load_pretrained(folder)` to read
+    back with identical outputs; returns the folder.
+
+    net: a `BERTModel`, or a task model built on one (`BERTClassifier`,
+        `MeanPooledClassifier`, `BERTTagger`, `BERTForQuestionAnswering`), initialized.
+    vocab: its `Vocab` or `WordPieceVocab`.
+    folder: a new or empty folder (with overwrite=True, one whose files it replaces
+        whole); never written through a link. The folder is written atomically: after
+        a crash it is the old folder or the new one.
+    labels: a task model's class names or tags in id order (default '0', '1', ...),
+        which `d2lbert predict` writes.
+
+        d2lbert.save_pretrained(classifier, vocab, 'my-classifier')
+        classifier, vocab = d2lbert.load_pretrained('my-classifier')
+    """
+    folder = check_output('folder', folder, {})
+    if not overwrite and holds_files(folder):
+        raise ValueError(f'{folder} holds files; choose a new or empty folder, or pass '
+                         'overwrite=True to replace it whole')
+    if isinstance(net, BERTModel):
+        return ckpt.save_model_folder(folder, net, net.config, vocab)
+    return save_task_model(folder, net, net.config, vocab, task_info_of(net, labels))
 
 
 def model_source(path_or_name):

@@ -9,27 +9,37 @@ from .heads import MaskLMDecoder, NextSentenceClassifier
 
 
 class BERTModel(nn.HybridBlock):
-    """BERT for pretraining.
+    """BERT for pretraining: the encoder, the masked-LM head and the next-sentence head.
 
     forward(tokens, segments, valid_lens=None, pred_positions=None) returns
-    `(encoded, nsp_logits, mlm_logits)`:
+    `(encoded, mlm_logits, nsp_logits)`, in the d2l book's order
+    (`encoded_X, mlm_Y_hat, nsp_Y_hat`):
+      tokens, segments: (batch_size, seq_len) ids; valid_lens: (batch_size,) or None
+      pred_positions: (batch_size, num_preds), the positions to predict, or None
       encoded: (batch_size, seq_len, num_hiddens), the sequence output
-      nsp_logits: (batch_size, 2)
       mlm_logits: (batch_size, num_preds, vocab_size), or None without pred_positions
+      nsp_logits: (batch_size, 2)
 
-    Note the order: sequence output, next sentence, masked LM. The d2l 1.0 book's
-    BERTModel returns (encoded_X, mlm_Y_hat, nsp_Y_hat) instead.
+    The arguments are the book's (`num_blks` Transformer blocks) plus the options of
+    `BERTEncoder` and tie_decoder=False (use the token embedding as the MLM output
+    weight); the model keeps them as a `BERTConfig`, `net.config` (its `num_layers` is
+    `num_blks`), and `BERTModel.from_config(config)` builds one from a config.
+    `pooled_output(encoded)` is the pooled `<cls>` vector the task heads read::
 
-    Options are those of `BERTEncoder` plus tie_decoder=False (use the token
-    embedding as the MLM output weight). `BERTModel.from_config(config)` builds one
-    from a `BERTConfig`.
+        net = BERTModel(vocab_size=10000, num_hiddens=128, ffn_num_hiddens=256,
+                        num_heads=2, num_blks=2, dropout=0.2, max_len=64)
+        net.initialize()
+        encoded, mlm_logits, nsp_logits = net(tokens, segments, valid_lens, positions)
     """
-    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_layers,
-                 dropout, max_len=1000, tie_decoder=False, **options):
+    def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
+                 num_heads: int, num_blks: int, dropout: float, max_len: int = 1000,
+                 tie_decoder: bool = False, **options):
         super().__init__(prefix=options.pop('prefix', None), params=options.pop('params', None))
+        self.config = BERTConfig(vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks,
+                                 dropout, max_len=max_len, tie_decoder=tie_decoder, **options)
         with self.name_scope():
             self.encoder = BERTEncoder(vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
-                                       num_layers, dropout, max_len, **options)
+                                       num_blks, dropout, max_len, **options)
             tied_weight = self.encoder.token_embedding.weight if tie_decoder else None
             self.mlm = MaskLMDecoder(vocab_size, num_hiddens,
                                      hidden_act=options.get('hidden_act', 'relu'),
@@ -46,9 +56,7 @@ class BERTModel(nn.HybridBlock):
         positional = [options.pop(name) for name in (
             'vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_layers',
             'dropout', 'max_len')]
-        net = cls(*positional, **options)
-        net.config = config
-        return net
+        return cls(*positional, **options)
 
     def __call__(self, tokens, segments, valid_lens=None, pred_positions=None):
         if checks.is_symbol(tokens):
@@ -57,13 +65,21 @@ class BERTModel(nn.HybridBlock):
         if pred_positions is None:
             # Without masked-LM targets the graph differs: run the (hybridized) children.
             encoded = self.encoder(tokens, segments, valid_lens)
-            return encoded, self.nsp(encoded[:, 0, :]), None
+            return encoded, None, self.nsp(encoded[:, 0, :])
         checks.check_pred_positions(pred_positions, *tokens.shape)
         return super().__call__(tokens, segments, valid_lens, pred_positions)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens, pred_positions):
         encoded = self.encoder(tokens, segments, valid_lens)
-        return encoded, self.nsp(encoded[:, 0, :]), self.mlm(encoded, pred_positions)
+        return encoded, self.mlm(encoded, pred_positions), self.nsp(encoded[:, 0, :])
+
+    def pooled_output(self, encoded):
+        """The pooled `<cls>` vector: the next-sentence head's tanh layer on `<cls>`'s
+        encoding, what `BERTClassifier` reads (Hugging Face's `pooler_output`).
+
+        encoded: (batch_size, seq_len, num_hiddens) -> (batch_size, num_hiddens)
+        """
+        return self.nsp.pooler(encoded[:, 0, :])
 
     def pretraining_loss(self, tokens, segments, valid_lens, pred_positions, mlm_weights,
                          mlm_labels, nsp_labels, with_accuracy=False):
@@ -78,7 +94,7 @@ class BERTModel(nn.HybridBlock):
         """
         checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
                                          nsp_labels, *tokens.shape, self.mlm.vocab_size)
-        _, nsp_logits, mlm_logits = self(tokens, segments, valid_lens, pred_positions)
+        _, mlm_logits, nsp_logits = self(tokens, segments, valid_lens, pred_positions)
         mlm_loss = weighted_mean(cross_entropy(mlm_logits, mlm_labels), mlm_weights)
         nsp_loss = cross_entropy(nsp_logits, nsp_labels).mean()
         if not with_accuracy:

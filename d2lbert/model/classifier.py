@@ -22,7 +22,8 @@ class BERTClassifier(nn.HybridBlock):
         super().__init__(**kwargs)
         if num_classes < 1:
             raise ValueError(f'num_classes must be at least 1, got {num_classes}')
-        self.num_classes = num_classes
+        self.num_classes, self.dropout_rate = num_classes, dropout
+        self.config = bert.config  # the architecture of its BERT: save_pretrained writes it
         with self.name_scope():
             self.encoder = bert.encoder
             self.pooler = bert.nsp.pooler

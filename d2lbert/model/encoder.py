@@ -1,5 +1,7 @@
 """The BERT encoder: embeddings of tokens, segments and positions, then a stack of
 Transformer encoder blocks."""
+from typing import Optional
+
 from mxnet import np
 from mxnet.gluon import nn
 
@@ -19,10 +21,11 @@ class BERTEncoder(nn.HybridBlock):
     Options: attention_dropout (default: dropout), type_vocab_size=2,
     hidden_act='relu'|'gelu', embedding_layer_norm=False, layer_norm_eps=1e-5.
     """
-    def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_layers,
-                 dropout, max_len=1000, attention_dropout=None, type_vocab_size=2,
-                 hidden_act='relu', embedding_layer_norm=False, layer_norm_eps=1e-5,
-                 **kwargs):
+    def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
+                 num_heads: int, num_blks: int, dropout: float, max_len: int = 1000,
+                 attention_dropout: Optional[float] = None, type_vocab_size: int = 2,
+                 hidden_act: str = 'relu', embedding_layer_norm: bool = False,
+                 layer_norm_eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size, self.max_len, self.dropout_rate = vocab_size, max_len, dropout
         self.num_hiddens = num_hiddens
@@ -36,7 +39,7 @@ class BERTEncoder(nn.HybridBlock):
                                    if embedding_layer_norm else None)
             self.embedding_dropout = nn.Dropout(dropout)
             self.blocks = nn.HybridSequential()
-            for _ in range(num_layers):
+            for _ in range(num_blks):
                 self.blocks.add(TransformerEncoderBlock(
                     num_hiddens, ffn_num_hiddens, num_heads, dropout, attention_dropout,
                     hidden_act, layer_norm_eps))

@@ -25,6 +25,7 @@ class BERTForQuestionAnswering(nn.HybridBlock):
     """
     def __init__(self, bert, **kwargs):
         super().__init__(**kwargs)
+        self.config = bert.config  # the architecture of its BERT: save_pretrained writes it
         with self.name_scope():
             self.encoder = bert.encoder
             self.output = nn.Dense(2, flatten=False, in_units=bert.encoder.num_hiddens)

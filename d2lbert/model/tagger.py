@@ -23,7 +23,8 @@ class BERTTagger(nn.HybridBlock):
         super().__init__(**kwargs)
         if num_tags < 1:
             raise ValueError(f'num_tags must be at least 1, got {num_tags}')
-        self.num_tags = num_tags
+        self.num_tags, self.dropout_rate = num_tags, dropout
+        self.config = bert.config  # the architecture of its BERT: save_pretrained writes it
         with self.name_scope():
             self.encoder = bert.encoder
             self.dropout = nn.Dropout(dropout)

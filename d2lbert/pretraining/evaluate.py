@@ -54,7 +54,7 @@ def evaluate(net, data_iter, ctx, max_batches=None):
 def masked_predictions(net, batch, ctx):
     """int NumPy (batch_size, num_preds): the model's token at every prediction slot."""
     inputs = [to_device(batch[i], ctx, dtype=onp.int32) for i in range(4)]
-    _, _, mlm_logits = net(*inputs)
+    _, mlm_logits, _ = net(*inputs)
     return np.argmax(mlm_logits, axis=-1).asnumpy().astype(onp.int64)
 
 

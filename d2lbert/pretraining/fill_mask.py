@@ -94,7 +94,7 @@ def mask_probabilities(net, texts, vocab):
         tokens[i, :len(masked.ids)] = masked.ids
         positions[i, :len(masked.positions)] = masked.positions
     valid_lens = onp.array([len(t.ids) for t in texts], dtype='float32')
-    _, _, logits = net(np.array(tokens, dtype='int32'), np.zeros_like(np.array(tokens)),
+    _, logits, _ = net(np.array(tokens, dtype='int32'), np.zeros_like(np.array(tokens)),
                        np.array(valid_lens), np.array(positions, dtype='int32'))
     probabilities = npx.softmax(logits.astype('float32'), axis=-1).asnumpy()
     return [probabilities[i, :len(t.positions)] for i, t in enumerate(texts)]

@@ -8,6 +8,7 @@ import os
 
 import mxnet as mx
 from mxnet import init
+from mxnet.util import use_np
 
 from ..data import load_data_wiki, save_vocab
 from ..data.download import WIKITEXT_ARCHIVES
@@ -412,6 +413,7 @@ def load_text(options, text, start=None):
     return train_iter, valid_iter, vocab
 
 
+@use_np  # MXNet's NumPy mode, for a caller from Python that did not switch it on
 def pretrain(options, start=None):
     """Run pretraining; returns a summary dict (output folder, final metrics).
     start: the `start.StartModel` of --model (None: random weights)."""

@@ -13,7 +13,6 @@ from mxnet import autograd, np
 
 from ..run.devices import to_device
 from ..run.step import split_batch
-from ..util.checks import skip_value_checks
 
 
 def forward_backward(net, batches, ctxs, with_accuracy=True, loss_scale=1.0,
@@ -63,5 +62,4 @@ def shard_losses(net, shard, ctx, with_accuracy):
     if packing_inputs is not None:
         options.update((name, to_device(array, ctx))
                        for name, array in packing_inputs(shard).items())
-    with skip_value_checks():  # the data pipeline's batches are valid
-        return net.pretraining_loss(*arrays, **options)
+    return net.pretraining_loss(*arrays, **options)

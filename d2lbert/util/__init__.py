@@ -3,5 +3,5 @@
 :mod:`.checks` (input validation), :mod:`.options` (checks of command-line options),
 :mod:`.hashing` (SHA-1 of files and values), :mod:`.files` (directories written
 atomically), :mod:`.threads` and :mod:`.blas` (MXNet's thread count and OpenBLAS's
-kernels, set before MXNet loads).
+kernels, set before MXNet loads by :mod:`.process`, which the commands call).
 """

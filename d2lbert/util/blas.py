@@ -5,10 +5,10 @@ CPU newer than itself (seen: an Intel Xeon of the Sapphire Rapids family, AVX-51
 falls back to its generic "Prescott" kernels, and `np.dot` runs 3-5x slower (52-62
 against 99-152 GFLOP/s with the right kernels). d2lbert's fast path computes no
 matrix product with OpenBLAS, but the book's model and MXNet's `np.dot` do, so
-`set_blas_core` (run by `import d2lbert`, like the thread count) asks OpenBLAS in a
-separate process which core it would choose and, if that is a fallback without AVX2
-on a CPU with AVX2, sets OPENBLAS_CORETYPE to the core the CPU's instruction sets
-support. A value the user set is never changed. The answer is cached per CPU and
+`set_blas_core` (run by the commands before MXNet loads, like the thread count:
+`util.process.configure_cpu`) asks OpenBLAS in a separate process which core it would
+choose and, if that is a fallback without AVX2 on a CPU with AVX2, sets
+OPENBLAS_CORETYPE to the core the CPU's instruction sets support. A value the user set is never changed. The answer is cached per CPU and
 OpenBLAS library (`~/.cache/d2lbert/blas`, or `$D2LBERT_KERNEL_CACHE/../blas`).
 """
 import hashlib
@@ -78,11 +78,21 @@ def chosen_core(library, fields):
     except (OSError, subprocess.SubprocessError):
         return None
     if core:
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        with open(f'{cache}.{os.getpid()}', 'w', encoding='utf-8') as f:
-            f.write(core)
-        os.replace(f'{cache}.{os.getpid()}', cache)
+        remember_core(cache, core)
     return core or None
+
+
+def remember_core(cache, core):
+    """Write the probe's answer to the cache file, atomically; a cache that cannot be
+    written (a read-only HOME, HOME=/proc) only means the probe runs again next time."""
+    temporary = f'{cache}.{os.getpid()}'
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with open(temporary, 'w', encoding='utf-8') as f:
+            f.write(core)
+        os.replace(temporary, cache)
+    except OSError:
+        pass
 
 
 def cache_dir():
@@ -94,7 +104,7 @@ def cache_dir():
 
 def set_blas_core():
     """Set OPENBLAS_CORETYPE where OpenBLAS would fall back on this CPU; returns the
-    core set, or None. Has no effect if MXNet was imported before d2lbert."""
+    core set, or None. Has no effect once MXNet is imported."""
     if os.environ.get('OPENBLAS_CORETYPE') or not sys.platform.startswith('linux'):
         return None
     fields, library = cpu_fields(), openblas_library()

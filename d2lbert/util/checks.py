@@ -1,14 +1,19 @@
 """Input validation at the public entry points: a clear `ValueError` instead of a
 traceback from inside MXNet or, worse, a silently wrong result.
 
-Shape checks are free. Value checks (ids in range, lengths in range) copy the
-inputs to the host, so training hot loops switch them off::
+Shape checks are free and always on. Value checks (ids in range, lengths in range)
+copy the inputs to the host, which would stall every step of a training loop (on a
+GPU, the whole queue of work); so they are off unless asked for, while debugging::
 
-    with d2lbert.skip_value_checks():
-        ...  # inputs come from d2lbert's own data pipeline, already valid
+    with d2lbert.check_values():
+        net(tokens, segments, valid_lens)   # a token id out of range is a ValueError
+
+Data made by d2lbert (`encode_batch`, the pipelines of the commands) is valid by
+construction: its values are checked where they enter, from text or files.
 """
 import contextlib
 import threading
+import warnings
 
 import mxnet as mx
 import numpy as onp
@@ -17,18 +22,30 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
-def skip_value_checks():
-    """Within this block, skip the input checks that need a device-to-host copy."""
-    previous = getattr(_state, 'skip', False)
-    _state.skip = True
+def check_values():
+    """Within this block (this thread), the forward calls of the blocks also check the
+    values of their inputs: ids and lengths in range, at the cost of a copy to the host.
+    """
+    previous = getattr(_state, 'check', False)
+    _state.check = True
     try:
         yield
     finally:
-        _state.skip = previous
+        _state.check = previous
+
+
+@contextlib.contextmanager
+def skip_value_checks():
+    """Deprecated since 0.2.0, when value checks became opt-in (`check_values`): does
+    nothing but warn. Removed in 0.3.0."""
+    warnings.warn('d2lbert.skip_value_checks() is deprecated and does nothing: values are '
+                  'checked only inside d2lbert.check_values()', DeprecationWarning,
+                  stacklevel=3)
+    yield
 
 
 def value_checks_enabled():
-    return not getattr(_state, 'skip', False)
+    return getattr(_state, 'check', False)
 
 
 def is_symbol(x):

@@ -38,7 +38,8 @@ def set_default_threads():
 
     Measured on a 2-core machine: MXNet 1.9.1 otherwise runs one OpenMP thread and
     is about 2x slower; and spinning threads make runs that share the cores collapse
-    (the module's docstring). Has no effect if MXNet was imported before d2lbert.
+    (the module's docstring). Has no effect once MXNet is imported: the commands call
+    it (through `util.process.configure_cpu`) before they import MXNet.
     """
     os.environ.setdefault('OMP_NUM_THREADS', str(default_num_threads()))
     if not any(name in os.environ for name in WAIT_VARIABLES):

@@ -1,0 +1,33 @@
+"""What a d2lbert command sets up in its own process before MXNet loads.
+
+`import d2lbert` changes nothing of the process: a library must not. The commands
+(`d2lbert ...`, `python -m d2lbert ...`) and the bench's workers call
+:func:`configure_cpu` first thing; a library user who wants the same settings calls
+it too, before anything imports MXNet::
+
+    import d2lbert
+    d2lbert.configure_cpu()           # threads and OpenBLAS core, as the commands run
+    from d2lbert import BERTModel     # MXNet loads here
+"""
+import sys
+import warnings
+
+from .blas import set_blas_core
+from .threads import set_default_threads
+
+
+def configure_cpu():
+    """Set OMP_NUM_THREADS, GOMP_SPINCOUNT (`.threads`) and OPENBLAS_CORETYPE (`.blas`)
+    where the user has not, for MXNet to read when it loads.
+
+    Returns True if MXNet was not loaded yet (the settings take effect), else False
+    with a warning: OpenMP and OpenBLAS read these variables once, when MXNet loads.
+    """
+    if 'mxnet' in sys.modules:
+        warnings.warn('d2lbert.configure_cpu() has no effect once MXNet is imported: '
+                      'call it before the first import of mxnet or a d2lbert block',
+                      RuntimeWarning, stacklevel=2)
+        return False
+    set_default_threads()
+    set_blas_core()
+    return True
