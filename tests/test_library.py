@@ -5,6 +5,7 @@ import ast
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -116,3 +117,14 @@ def test_the_blocks_install_without_the_book_and_the_bench():
     assert not {'d2l', 'gluonnlp'} & set(names)
     assert {'book', 'bench', 'hf', 'test'} <= set(keywords['extras_require'])
     assert keywords['version'] == d2lbert.__version__
+
+
+def test_the_api_page_describes_every_public_name():
+    """chapter_bert/api.md (a page of the book, run like the chapters) prints the
+    documentation of every name of `__all__`, each once."""
+    with open(os.path.join(ROOT, 'chapter_bert', 'api.md'), encoding='utf-8') as f:
+        tree = ast.parse('\n'.join(re.findall(r'^```\{\.python \.input\}\n(.*?)^```$',
+                                              f.read(), re.S | re.M)))
+    described = [arg.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 and getattr(node.func, 'id', None) == 'describe' for arg in node.args]
+    assert sorted(described) == sorted(set(d2lbert.__all__) - {'__version__'})

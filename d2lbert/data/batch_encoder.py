@@ -5,12 +5,12 @@ from typing import Optional, Sequence, Union
 import mxnet as mx
 import numpy as onp
 from mxnet import np
-from mxnet.util import use_np
 
+from ..util.numpy_mode import in_numpy_mode
 from .tasks.encoding import encode_text_pair
 
 
-@use_np
+@in_numpy_mode
 def encode_batch(vocab, texts: Union[str, Sequence[str]],
                  text_pairs: Optional[Sequence[str]] = None, max_len: int = 128,
                  ctx: Optional[mx.Context] = None):

@@ -19,8 +19,6 @@ import dataclasses
 import math
 import os
 
-from mxnet.util import use_np
-
 from ..data.squad import DOC_STRIDE, MAX_QUERY_LEN
 from ..data.tasks.custom import LABEL_TYPES
 from ..run import checkpoint as ckpt
@@ -39,6 +37,7 @@ from ..run.setup import prepare_training
 from ..run.step import seed_step
 from ..run.options import choice, fraction, integer, number, option, optional, text
 from ..run.training_options import TrainingOptions
+from ..util.numpy_mode import in_numpy_mode
 from ..util.options import flag
 from .fast_choice import load_fast_path
 from .labelled_task import read_labelled_task
@@ -201,7 +200,7 @@ def resume_state(checkpoint, info, config, vocab, seed):
     return state
 
 
-@use_np  # MXNet's NumPy mode, for a caller from Python that did not switch it on
+@in_numpy_mode  # MXNet's NumPy mode, for a caller from Python that did not switch it on
 def finetune(options, pretrained):
     """Run fine-tuning of pretrained = (bert, vocab), the `BERTModel` and vocabulary that
     `d2lbert.load_pretrained(options.model)` returns; returns a summary dict (output

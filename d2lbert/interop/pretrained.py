@@ -23,14 +23,16 @@ from typing import Optional, Sequence
 
 import mxnet as mx
 from mxnet import np
-from mxnet.util import use_np
 
+
+from ..data.vocab_files import load_vocab
 from ..finetuning.task_model import TASK_FILE, load_task_model, save_task_model, task_info_of
 from ..model import BERTModel
 from ..run import checkpoint as ckpt
 from ..run.files import check_output
 from ..run.folder import holds_files
 from ..run.models import model_folder
+from ..util.numpy_mode import in_numpy_mode
 from ..util.hashing import sha1_of_file, sha1_of_strings
 from .book import BOOK_MODELS, book_model_directory, is_book_model, load_book_model
 from .convert import load_model_dir
@@ -75,7 +77,7 @@ def model_kind(path_or_name):
     raise ValueError(f'{path} is not a pretrained model: expected {EXPECTED}')
 
 
-@use_np
+@in_numpy_mode
 def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
                     allow_pickle: bool = False):
     """Load a BERT from any of the sources of the module doc.
@@ -101,14 +103,15 @@ def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
         checkpoint = model_folder(path_or_name)
         if os.path.isfile(os.path.join(checkpoint, TASK_FILE)):
             net, _, vocab, _ = load_task_model(checkpoint)
-        else:
-            config, vocab, _ = ckpt.read_checkpoint_meta(checkpoint)
+        else:  # a checkpoint, or a model folder with its manifest (`save_pretrained`)
+            ckpt.verify_checkpoint(checkpoint)
+            config, vocab = ckpt.read_config(checkpoint), load_vocab(checkpoint)
             net = ckpt.load_parameters(BERTModel.from_config(config), checkpoint)
     net.collect_params().reset_ctx(ctx or mx.cpu())
     return net, vocab
 
 
-@use_np
+@in_numpy_mode
 def save_pretrained(net, vocab, folder: str, labels: Optional[Sequence[str]] = None,
                     overwrite: bool = False) -> str:
     """Write net and its vocabulary to `folder`, for `load_pretrained(folder)` to read

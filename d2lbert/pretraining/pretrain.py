@@ -8,7 +8,7 @@ import os
 
 import mxnet as mx
 from mxnet import init
-from mxnet.util import use_np
+
 
 from ..data import load_data_wiki, save_vocab
 from ..data.download import WIKITEXT_ARCHIVES
@@ -30,6 +30,7 @@ from ..run.setup import prepare_training
 from ..run.step import seed_step
 from ..run.options import choice, integer, number, option, optional, text
 from ..run.training_options import TrainingOptions
+from ..util.numpy_mode import in_numpy_mode
 from ..util.options import check_int
 from .collapse import collapse_warning
 from .distributed import DIST_KVSTORES, HOROVOD, ShardStream, join_job
@@ -413,7 +414,7 @@ def load_text(options, text, start=None):
     return train_iter, valid_iter, vocab
 
 
-@use_np  # MXNet's NumPy mode, for a caller from Python that did not switch it on
+@in_numpy_mode  # MXNet's NumPy mode, for a caller from Python that did not switch it on
 def pretrain(options, start=None):
     """Run pretraining; returns a summary dict (output folder, final metrics).
     start: the `start.StartModel` of --model (None: random weights)."""
