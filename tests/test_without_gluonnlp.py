@@ -59,10 +59,11 @@ from d2lbert.data import WordPieceVocab
 tokens = WordPieceVocab.load(sys.argv[1]).tokenize(sys.argv[2])
 
 import mxnet as mx
-from mxnet import autograd, np
+from mxnet import autograd, np, npx
 from d2lbert.model import BERTConfig, BERTModel
 from d2lbert.run.optimizer import make_trainer
 
+npx.set_np()  # for the loss computed here, outside d2lbert's blocks
 mx.random.seed(0)
 net = BERTModel.from_config(BERTConfig(vocab_size=100, num_hiddens=16, ffn_num_hiddens=32,
                                        num_heads=2, num_layers=1, max_len=16))
