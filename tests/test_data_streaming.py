@@ -103,8 +103,8 @@ TRICKY_TEXT = [
 
 @pytest.mark.parametrize('lowercase', [True, False])
 def test_wordpiece_encoder_equals_the_tokenizer(lowercase):
-    """The per-word cache gives the ids of tokenizing whole sentences (GluonNLP's
-    BERTTokenizer, itself checked against transformers in test_wordpiece), also when
+    """The per-word cache gives the ids of tokenizing whole sentences (`tokenize`,
+    itself checked against transformers in test_interop_wordpiece), also when
     the cache is smaller than the words."""
     pieces = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', 'the', 'caf', '##e', 'a',
               '##b', 'x', '##x', 'and', ',', '.', '(', ')', 'super', '##cal', 'an',

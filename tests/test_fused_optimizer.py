@@ -1,5 +1,6 @@
-"""The fused optimizer step (`d2lbert.fast.optimizer`) against MXNet's Adam and GluonNLP's
-BERTAdam with the project's separate clipping, and its checkpoints against theirs."""
+"""The fused optimizer step (`d2lbert.fast.optimizer`) against MXNet's Adam and d2lbert's
+BERTAdam (`util.bert_adam`) with the project's separate clipping, and its checkpoints
+against theirs."""
 import mxnet as mx
 import numpy as onp
 import pytest
@@ -31,7 +32,7 @@ def small_net(ctxs, seed=0):
 
 
 def trainer_of(net, name, fused):
-    assert AdamW  # importing run.optimizer registers 'adamw' (and gluonnlp 'bertadam')
+    assert AdamW  # importing run.optimizer registers 'adamw' (and util.bert_adam 'bertadam')
     optimizer = FUSED[name](**OPTIONS) if fused else name
     return gluon.Trainer(net.collect_params(), optimizer, None if fused else OPTIONS,
                          update_on_kvstore=False)
@@ -132,7 +133,7 @@ def reference_weights(name, clip, loss_scale, steps=4):
 def test_fused_step_follows_the_optimizers_formulas(name, clip, loss_scale):
     """Within 2e-6 of float64 after 4 steps of lr 0.01 (gradient norms about 27000
     and 270 in turn: clip 1000 clips every other step).
-    MXNet's Adam and GluonNLP's BERTAdam, same steps, are within 1e-5 of the same
+    MXNet's Adam and d2lbert's BERTAdam, same steps, are within 1e-5 of the same
     reference (measured 8e-7 and 7e-6): it is their algorithm."""
     ctxs = [mx.cpu()]
     expected = reference_weights(name, clip, loss_scale)

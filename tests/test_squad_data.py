@@ -16,7 +16,7 @@ from d2lbert.data.squad import (NO_ANSWER, QAWindow, SquadFormatError, baseline_
                                 qa_training_batches, read_squad, write_squad_json)
 from d2lbert.data.squad.generated import QUESTION_FORMS
 from d2lbert.data.squad.tokenize import tokenize_with_offsets_for
-from d2lbert.data.wordpiece import basic_words
+from d2lbert.data.basic_tokenizer import basic_words
 from d2lbert.finetuning.qa_predictions import best_answers, window_spans, write_prediction_files
 from d2lbert.finetuning.squad_metric import gold_answers, squad_evaluate
 

@@ -4,8 +4,8 @@ Start with :func:`load_data_wiki`; the modules follow the pipeline:
 :mod:`.corpus` (reading plain text, sentence splitting), :mod:`.text_sources`
 (a file and how it is read: its layout or a table's column, the held-out
 part), :mod:`.vocab` (and
-:mod:`.wordpiece`, Google BERT's, and :mod:`.subwords`, one learned from the
-corpus; :mod:`.vocab_files` on disk),
+:mod:`.wordpiece`, Google BERT's, after :mod:`.basic_tokenizer`, and
+:mod:`.subwords`, one learned from the corpus; :mod:`.vocab_files` on disk),
 :mod:`.encoding` (flat token id arrays), :mod:`.examples` (next sentence
 pairs, or :mod:`.full_sentences`: texts packed for the masked LM alone), :mod:`.masking` (masked tokens), :mod:`.batches` (bucketing and
 padding), :mod:`.packing` (where the valid tokens are), :mod:`.download`,

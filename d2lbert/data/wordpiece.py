@@ -10,8 +10,9 @@ placeholders.
 `get_bert_encoding` work with it unchanged: `vocab[tokens]`, `vocab.to_tokens(ids)`,
 `pad_id unk_id cls_id sep_id mask_id` (here the `vocab.txt` ids), and d2lbert's own
 special-token names `<pad> <unk> <cls> <sep> <mask>` look up the same ids as
-`[PAD] [UNK] [CLS] [SEP] [MASK]`. It also tokenizes text, with GluonNLP's
-`BERTTokenizer`, exactly like Hugging Face's `BertTokenizer`:
+`[PAD] [UNK] [CLS] [SEP] [MASK]`. It also tokenizes text exactly like Hugging
+Face's `BertTokenizer`: Google BERT's basic tokenization (`basic_tokenizer`), then
+each word split into the longest pieces of the vocabulary, from the left:
 
 >>> vocab.tokenize('Unaffable, [MASK]!')          # doctest: +SKIP
 ['un', '##aff', '##able', ',', '[MASK]', '!']
@@ -23,12 +24,11 @@ special-token names `<pad> <unk> <cls> <sep> <mask>` look up the same ids as
 >>> vocab.tokenize_with_offsets('Café!')          # doctest: +SKIP
 (['cafe', '!'], [(0, 4), (4, 5)])
 """
+import collections
 import hashlib
 import re
-import unicodedata
 
-import gluonnlp
-from gluonnlp.data.fast_bert_tokenizer import _step1, is_punctuation
+from .basic_tokenizer import basic_tokenize, basic_words
 
 SPECIAL_TOKENS = {'pad': '[PAD]', 'unk': '[UNK]', 'cls': '[CLS]', 'sep': '[SEP]',
                   'mask': '[MASK]'}
@@ -43,113 +43,15 @@ def read_vocab_txt(path):
         return [line.rstrip('\n') for line in f]
 
 
-def gluonnlp_vocab(idx_to_token, source):
-    """A `gluonnlp.vocab.BERTVocab` with exactly the given ids (as GluonNLP's own
-    conversion scripts build one from a vocab.txt: the token -> id dict is given)."""
+def check_tokens(idx_to_token, source):
+    """Raise ValueError, naming source, if a special token is missing or a token is
+    listed twice."""
     missing = [t for t in SPECIAL_TOKENS.values() if t not in idx_to_token]
     if missing:
         raise ValueError(f'{source} lacks the BERT special token(s) {missing}')
-    token_to_idx = {token: i for i, token in enumerate(idx_to_token)}
-    if len(token_to_idx) != len(idx_to_token):
-        duplicate = next(t for i, t in enumerate(idx_to_token) if token_to_idx[t] != i)
-        raise ValueError(f'{source} lists the token {duplicate!r} twice')
-    bert_vocab = gluonnlp.vocab.BERTVocab(gluonnlp.data.count_tokens(idx_to_token),
-                                          token_to_idx=token_to_idx)
-    assert bert_vocab.idx_to_token == list(idx_to_token)
-    return bert_vocab
-
-
-class CasedBasicTokenizer:
-    """Google's basic tokenization for the cased BERTs: like GluonNLP's, but accents stay.
-
-    GluonNLP 0.10's `BasicTokenizer` always decomposes characters (NFD) and drops the
-    accents, even with lower=False; Google's and Hugging Face's cased tokenizers keep
-    them ('café' stays 'café'). Steps: compose characters (NFC, as Hugging Face does),
-    drop control characters, turn any whitespace into ' ' and put spaces around CJK
-    characters (GluonNLP's `_step1`), then around punctuation, and split on spaces.
-    """
-
-    def tokenize(self, text):
-        text = ''.join(_step1(unicodedata.normalize('NFC', text)))
-        return ''.join(f' {ch} ' if is_punctuation(ch, unicodedata.category(ch)) else ch
-                       for ch in text).split()
-
-
-def aligned_characters(text):
-    """The characters of text, each with the span of text it stands for: a list of
-    (char, start, end). The normalization steps below keep these spans up to date."""
-    return [(ch, i, i + 1) for i, ch in enumerate(text)]
-
-
-def compose(chars):
-    """NFC, as the cased tokenizer starts: a character and the combining marks after
-    it (or the characters it composes with, like Hangul jamo) become one character
-    (e + U+0301 -> é) that stands for all of them."""
-    units = []
-    for ch, start, end in chars:
-        if units and (unicodedata.combining(ch) or composes(units[-1][0], ch)):
-            units[-1] = (units[-1][0] + ch, units[-1][1], end)
-        else:
-            units.append((ch, start, end))
-    return [(c, start, end) for unit, start, end in units
-            for c in unicodedata.normalize('NFC', unit)]
-
-
-def composes(unit, ch):
-    """Does NFC join the character ch with the characters before it?"""
-    def nfc_len(text):
-        return len(unicodedata.normalize('NFC', text))
-    return nfc_len(unit + ch) < nfc_len(unit) + nfc_len(ch)
-
-
-def clean(chars):
-    """GluonNLP's first step: control characters dropped, any whitespace -> ' ', and
-    spaces around CJK characters (so each is a word of its own)."""
-    return [(c, start, end) for ch, start, end in chars for c in _step1(ch)]
-
-
-def lower(chars):
-    """Lower case, of the whole text at once as GluonNLP does (a final 'Σ' -> 'ς'); a
-    character whose lower case is longer ('İ' -> 'i' + U+0307) stands for all of it."""
-    lowered = iter(''.join(ch for ch, _, _ in chars).lower())
-    return [(next(lowered), start, end) for ch, start, end in chars for _ in ch.lower()]
-
-
-def strip_accents(chars):
-    """NFD, then the non-spacing marks (accents) dropped: é -> e. The character before
-    a dropped mark then stands for the mark too, so 'café' keeps its accent when cut
-    from the original text whether the é was written as one character or two."""
-    stripped = []
-    for ch, start, end in chars:
-        for c in unicodedata.normalize('NFD', ch):
-            if unicodedata.category(c) != 'Mn':
-                stripped.append((c, start, end))
-            elif stripped:
-                previous, first, _ = stripped[-1]
-                stripped[-1] = (previous, first, end)
-    return stripped
-
-
-def basic_words(text, lowercase):
-    """The words of Google's basic tokenization of text, with where they come from.
-
-    returns: a list of (word, starts, ends): word a str, and word[k] comes from
-    text[starts[k]:ends[k]]. Words are split at whitespace; punctuation marks and
-    CJK characters are words of their own.
-    """
-    chars = aligned_characters(text)
-    chars = strip_accents(lower(clean(chars))) if lowercase else clean(compose(chars))
-    words, word = [], []
-    for char in chars:
-        ch = char[0]
-        if ch == ' ' or is_punctuation(ch, unicodedata.category(ch)):
-            words += [word, [] if ch == ' ' else [char]]
-            word = []
-        else:
-            word.append(char)
-    words.append(word)
-    return [(''.join(ch for ch, _, _ in word), [start for _, start, _ in word],
-             [end for _, _, end in word]) for word in words if word]
+    twice = [token for token, count in collections.Counter(idx_to_token).items() if count > 1]
+    if twice:
+        raise ValueError(f'{source} lists the token {twice[0]!r} twice')
 
 
 class WordPieceVocab:
@@ -160,14 +62,10 @@ class WordPieceVocab:
     """
 
     def __init__(self, idx_to_token, lowercase=True, source='vocab.txt'):
-        bert_vocab = gluonnlp_vocab(idx_to_token, source)
+        check_tokens(idx_to_token, source)
         self.idx_to_token = list(idx_to_token)
         self.token_to_idx = {token: i for i, token in enumerate(self.idx_to_token)}
         self.lowercase = lowercase
-        self._tokenizer = gluonnlp.data.BERTTokenizer(
-            bert_vocab, lower=lowercase, max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD)
-        if not lowercase:
-            self._tokenizer.basic_tokenizer = CasedBasicTokenizer()
         d2lbert_names = {f'<{kind}>': self.token_to_idx[token]
                          for kind, token in SPECIAL_TOKENS.items()}
         self._lookup = {**d2lbert_names, **self.token_to_idx}
@@ -187,15 +85,42 @@ class WordPieceVocab:
         """Split text into word pieces (a list of str), as `transformers.BertTokenizer`.
 
         The special tokens written in the text ('[CLS]', '[MASK]', ...) are kept
-        whole; the rest goes through GluonNLP's `BERTTokenizer` (clean-up, accent
+        whole; the rest is split into words by `basic_tokenize` (clean-up, accent
         stripping and lower-casing if `lowercase`, CJK characters and punctuation
-        split off, then greedy longest-match-first WordPiece; unknown words -> [UNK]).
+        split off), and each word into its `word_pieces`.
         """
         pieces = self._specials.split(text)  # text, special, text, special, ..., text
         tokens = []
         for i, piece in enumerate(pieces):
-            tokens.extend([piece] if i % 2 else self._tokenizer(piece))
+            if i % 2:
+                tokens.append(piece)
+            else:
+                for word in basic_tokenize(piece, self.lowercase):
+                    tokens.extend(self.word_pieces(word))
         return tokens
+
+    def word_pieces(self, word):
+        """WordPiece, greedy longest-match-first: the longest beginning of word that
+        is a token, then the longest continuation ('##' + the next characters) that is
+        a token, and so on; ['[UNK]'] if some part has no token, or word has more than
+        MAX_INPUT_CHARS_PER_WORD characters.
+
+        >>> vocab.word_pieces('unaffable')          # doctest: +SKIP
+        ['un', '##aff', '##able']
+        """
+        if len(word) > MAX_INPUT_CHARS_PER_WORD:
+            return [SPECIAL_TOKENS['unk']]
+        pieces, start = [], 0
+        while start < len(word):
+            for end in range(len(word), start, -1):
+                piece = word[start:end] if start == 0 else '##' + word[start:end]
+                if piece in self.token_to_idx:
+                    break
+            else:
+                return [SPECIAL_TOKENS['unk']]
+            pieces.append(piece)
+            start = end
+        return pieces
 
     def tokenize_with_offsets(self, text):
         """The tokens of `tokenize(text)` and where each comes from in text.
@@ -224,8 +149,8 @@ class WordPieceVocab:
         """Yield (token, (start, end)) for the word pieces of text (no special
         tokens in it): each word of `basic_words` split by greedy WordPiece."""
         for word, starts, ends in basic_words(text, self.lowercase):
-            pieces = self._tokenizer.wordpiece_tokenizer.tokenize(word)
-            if pieces == [self._tokenizer.wordpiece_tokenizer.unk_token]:
+            pieces = self.word_pieces(word)
+            if pieces == [SPECIAL_TOKENS['unk']]:
                 yield pieces[0], (starts[0], ends[-1])
                 continue
             first = 0

@@ -17,8 +17,8 @@ as the classes they extend, so a checkpoint's trainer states load into either.
 import math
 
 import mxnet as mx
-from gluonnlp.optimizer import BERTAdam
 
+from ..util.bert_adam import BERTAdam
 from . import kernels
 
 # aggregate_num: how many parameters `mx.optimizer.Updater` hands the optimizer at once
@@ -95,7 +95,7 @@ class FusedAdam(FusedUpdate, mx.optimizer.Adam):
 
 
 class FusedBERTAdam(FusedUpdate, BERTAdam):
-    """GluonNLP's `BERTAdam` (decoupled weight decay, no bias correction)."""
+    """`BERTAdam` (`util.bert_adam`: decoupled weight decay, no bias correction)."""
     decoupled = True
     bias_correction = False
 

@@ -2,15 +2,9 @@
 import math
 
 import mxnet as mx
-from gluonnlp.optimizer import BERTAdam
 from mxnet import gluon
 
-# adam: MXNet's Adam (weight decay added to the gradient); bertadam: GluonNLP's
-# BERTAdam (decoupled weight decay, as Google's BERT, no bias correction); adamw: both
-# (decoupled weight decay and Adam's bias correction, as Loshchilov & Hutter's AdamW
-# and PyTorch's); lamb: MXNet's LAMB (layer-wise adaptive rates, for large batches).
-OPTIMIZERS = ('adam', 'adamw', 'bertadam', 'lamb')
-
+from ..util.bert_adam import BERTAdam
 
 @mx.optimizer.register
 class AdamW(BERTAdam):
@@ -27,6 +21,15 @@ class AdamW(BERTAdam):
                 for lr, t in zip(super()._get_lrs(indices), counts)]
 
 
+# --optimizer: its class. adam: MXNet's Adam (weight decay added to the gradient);
+# bertadam: `util.bert_adam`'s BERTAdam (decoupled weight decay, as Google's BERT, no
+# bias correction); adamw: both (decoupled weight decay and Adam's bias correction, as
+# Loshchilov & Hutter's AdamW and PyTorch's); lamb: MXNet's LAMB (layer-wise adaptive
+# rates, for large batches).
+OPTIMIZERS = {'adam': mx.optimizer.Adam, 'adamw': AdamW, 'bertadam': BERTAdam,
+              'lamb': mx.optimizer.LAMB}
+
+
 def no_decay(name):
     """Biases and LayerNorm scales/shifts get no weight decay (as in Google's BERT)."""
     return name.endswith(('bias', 'gamma', 'beta'))
@@ -40,7 +43,9 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
     then update, in three explicit steps (see `step.optimizer_step`). fast_path: the
     fast path that switched net (`d2lbert.fast`, handed in by whoever switched it, see
     `setup.py`), or None; a model on it gets its fused variant of Adam and BERTAdam
-    (`fast.optimizer`): the same update, clipping and zeroing in one pass.
+    (`fast.optimizer`): the same update, clipping and zeroing in one pass. The
+    optimizer is made from its class in OPTIMIZERS, not by name from MXNet's registry,
+    where GluonNLP, imported later, puts its own 'bertadam'.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f'--optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}')
@@ -51,10 +56,8 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
     options = {'learning_rate': lr, 'wd': weight_decay}
     fused = (fast_path.fused_optimizer(optimizer, **options)
              if fast_path is not None and fast_path.is_fast(net) else None)
-    if fused is not None:
-        return gluon.Trainer(params, fused, kvstore=kvstore, update_on_kvstore=False)
-    return gluon.Trainer(params, optimizer, options, kvstore=kvstore,
-                         update_on_kvstore=False)
+    chosen = OPTIMIZERS[optimizer](**options) if fused is None else fused
+    return gluon.Trainer(params, chosen, kvstore=kvstore, update_on_kvstore=False)
 
 
 def load_trainer_states(trainer, path):
