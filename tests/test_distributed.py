@@ -266,6 +266,30 @@ def test_sigterm_to_the_launcher_stops_every_process(tmp_path):
         kill_processes_with(str(tmp_path))
 
 
+
+@pytest.mark.parametrize('nohup', [False, True])
+def test_sighup_stops_the_job_unless_the_launcher_runs_under_nohup(tmp_path, nohup):
+    """SIGHUP (the terminal closed) to the launcher stops the job, as SIGTERM does;
+    started by `nohup` (which makes it ignore SIGHUP), the job trains on and ends well."""
+    job = [sys.executable, '-c', 'import time; time.sleep(4)', str(tmp_path)]
+    launcher = subprocess.Popen(
+        [*(['nohup'] if nohup else []), sys.executable, '-m', 'd2lbert', 'launch', '-n', '2',
+         '--', *job], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, env=job_env())
+    try:
+        lines = [launcher.stderr.readline() for _ in range(4)]
+        assert all('started' in line for line in lines), lines
+        launcher.send_signal(signal.SIGHUP)
+        code, err = launcher.wait(BOUND), launcher.stderr.read()
+        assert_nothing_left(str(tmp_path))
+    finally:
+        launcher.kill()
+        kill_processes_with(str(tmp_path))
+    if nohup:
+        assert code == 0 and err == '', err
+    else:
+        assert code == 128 + signal.SIGHUP and 'got SIGHUP; stopping the job' in err, err
+
 FAKE_SSH = '''#!/bin/bash
 # ssh for the tests: logs its arguments, runs the remote command here.
 echo "$@" >> "$FAKE_SSH_LOG"
