@@ -22,7 +22,7 @@ from d2lbert.data.make_bundled_corpus import generate_corpus
 from d2lbert.data.subwords import prepare_sentence, sentence_encoder
 from d2lbert.data.vocab import Vocab
 from d2lbert.data.wordpiece import WordPieceVocab
-from d2lbert.util.files import OUR_TEMPORARIES
+from d2lbert.util.files import OUR_TEMPORARIES, host_name, sweep_temporaries
 
 # SHA-1 of every batch of epochs 0 and 1 of the corpus `small_corpus`, words vocabulary,
 # max_len 64, seed 0, batch size 32, as the pipeline before issue 43 made them (it
@@ -142,6 +142,21 @@ def test_counting_holds_one_paragraph_at_a_time():
     counts = count_tokens(paragraphs())
     assert counts['a'] == 1000 and len(counts) == 11
 
+
+
+def test_a_sweep_leaves_another_machines_temporaries(tmp_path):
+    """With D2LBERT_HOME on a shared file system, a process id says nothing of another
+    machine's processes: their temporary folders are left alone. This machine's dead
+    processes' are removed, and so are an older d2lbert's (named without a machine)."""
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                          capture_output=True, text=True).stdout.strip()
+    names = {'other': f'{OUR_TEMPORARIES}other-host.example@{dead}-abc',
+             'mine': f'{OUR_TEMPORARIES}{host_name()}@{dead}-abc',
+             'older': f'{OUR_TEMPORARIES}{dead}-abc'}
+    for name in names.values():
+        (tmp_path / name).mkdir()
+    sweep_temporaries(str(tmp_path))
+    assert os.listdir(tmp_path) == [names['other']]
 
 KILLED_RUN = '''
 import sys
