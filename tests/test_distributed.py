@@ -8,7 +8,8 @@ temporary folder in its command line, so the test can check that none is left be
 
 Run as a script (`python tests/test_distributed.py pretrain ...`), this file is a
 `d2lbert` that saves the worker's final parameters as OUT/worker-RANK.params and, when
-DIE_AT_STEP is set, makes the worker of rank 1 SIGKILL itself at that step.
+DIE_AT_STEP is set, makes the worker of rank 1 SIGKILL itself at that step (FAIL_AT_STEP:
+raise an error there).
 """
 import contextlib
 import importlib.util
@@ -31,6 +32,7 @@ from d2lbert.data import load_data_wiki
 from d2lbert.launch import HostsFileError, launch, parse_hosts
 from d2lbert.pretraining.distributed import DistributedError, ShardStream
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
+from d2lbert.run.errors import RunError
 
 THIS_FILE = os.path.abspath(__file__)
 BOUND = 60  # seconds: a failed job must be over within this
@@ -505,11 +507,25 @@ def test_killed_worker_stops_the_job_and_resume_continues_it(runs, monkeypatch):
             (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
 
 
+def test_a_worker_failing_with_an_error_stops_the_job(runs, monkeypatch):
+    """A worker that fails with an error at step 3 (not a kill) exits at once, which
+    stops the job, naming it: MXNet's kvstore would have it wait at exit for the other
+    workers, which wait for it."""
+    out, marker = str(runs['folder'] / 'failed'), str(runs['folder'])
+    monkeypatch.setenv('FAIL_AT_STEP', '3')
+    code, err, seconds = launch_here(marker, pretrain_command(
+        out, runs['config'], '--kvstore', 'dist_sync'), timeout=2 * BOUND, num_workers=2)
+    assert code == 1 and seconds < BOUND, err
+    assert re.findall(r'worker \d \(pid \d+ on 127.0.0.1\) exited with code 1; stopping '
+                      r'the job', err), err
+
+
 # ---------------------------------------------------------------- the test worker
 
 def run_test_worker(argv):
     """`d2lbert ARGV`, then save this worker's parameters to OUT/worker-RANK.params;
-    with DIE_AT_STEP set, the worker of rank 1 SIGKILLs itself at that step."""
+    with DIE_AT_STEP set, the worker of rank 1 SIGKILLs itself at that step (FAIL_AT_STEP:
+    raises a RunError there)."""
     module = importlib.import_module('d2lbert.pretraining.pretrain')  # (the package's
     # `pretrain` is the function)
     seen = {}
@@ -525,6 +541,8 @@ def run_test_worker(argv):
             with open(os.environ['DEATH_FILE'], 'w') as f:
                 f.write(f'{os.getpid()} {time.time()}')
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == int(os.environ.get('FAIL_AT_STEP', 0)) and worker == 1:
+            raise RunError(f'FAIL_AT_STEP {step}')
         seed_step(seed, step, worker)
 
     module._train_loop, module.seed_step = capturing_train_loop, seed_step_or_die

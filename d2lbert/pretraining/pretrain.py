@@ -456,8 +456,10 @@ def pretrain(options, start=None):
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,
                          worker.num_workers)
     try:
-        return _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log,
-                           config, vocab, state, out, worker, start is not None)
+        summary = _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter,
+                              log, config, vocab, state, out, worker, start is not None)
+        worker.done = True
+        return summary
     except OSError as error:  # a full disk while writing metrics, plots or checkpoints
         raise disk_fault(error.filename or out, error) from None
 
