@@ -520,6 +520,27 @@ def test_a_worker_failing_with_an_error_stops_the_job(runs, monkeypatch):
                       r'the job', err), err
 
 
+def test_a_resume_before_the_first_checkpoint_starts_over_on_every_worker(runs,
+                                                                         monkeypatch):
+    """A job killed at step 3, before its first checkpoint, then --resume: every worker
+    starts over, as one process does, and the job logs the uninterrupted job's losses."""
+    out, marker = str(runs['folder'] / 'early'), str(runs['folder'])
+    command = pretrain_command(out, runs['config'], '--kvstore', 'dist_sync')
+    with monkeypatch.context() as patch:
+        patch.setenv('DIE_AT_STEP', '3')
+        patch.setenv('DEATH_FILE', str(runs['folder'] / 'early-death.txt'))
+        code, err, _ = launch_here(marker, command, num_workers=2)
+    assert code == 128 + signal.SIGKILL and not os.path.exists(
+        os.path.join(out, 'checkpoints', 'step-000005')), err
+    code, err, _ = launch_here(marker, [*command, '--resume'], num_workers=2)
+    assert code == 0, err
+    restarted, uninterrupted = train_records(out), train_records(runs['job'])
+    assert [r['step'] for r in restarted] == list(range(1, STEPS + 1))
+    for mine, reference in zip(restarted, uninterrupted):
+        assert (mine['mlm_loss'], mine['nsp_loss']) == pytest.approx(
+            (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
+
+
 # ---------------------------------------------------------------- the test worker
 
 def run_test_worker(argv):

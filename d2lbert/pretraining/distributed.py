@@ -20,6 +20,8 @@ exactly the update of one process that reads all the workers' batches (with
   the same summed gradient, clips its global norm, and makes the same update.
 * **One writer.** Only the first worker (rank 0) writes checkpoints, metrics and the
   plot; the workers' logged losses are added up (`Worker.add_up`) before it writes them.
+  It also decides for the job whether a --resume continues from a checkpoint or starts
+  over (`Worker.broadcast`).
 
 `d2lbert launch` (in `d2lbert.launch`) starts the processes of a ps-lite job,
 Horovod's `horovodrun` those of a Horovod job.
@@ -88,6 +90,12 @@ class Worker:
         total = nd.zeros(len(values))
         self.kvstore.pushpull(key, nd.array(values), out=total)
         return [float(v) for v in total.asnumpy()]
+
+    def broadcast(self, values):
+        """The first worker's list of numbers, on every worker (every worker must call
+        this at the same point, with as many values; exact for integers below 2**24, as
+        the kvstore adds up float32s)."""
+        return self.sum(values if self.is_first else [0] * len(values))
 
     def step_totals(self, batches):
         """(prediction slots, sentence pairs) of one step of the whole job, given this

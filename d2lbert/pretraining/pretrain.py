@@ -286,18 +286,22 @@ def resolve_contexts(options):
 
 def output_folder(options, worker):
     """(the run's folder, whether the run continues from a checkpoint): the first worker
-    prepares it (`prepare_out_dir`) and alone writes there; the others only read the
-    checkpoint they resume from."""
+    prepares it (`prepare_out_dir`) and alone writes there, and decides for every
+    worker whether the run continues (a --resume of a run killed before its first
+    checkpoint starts over); the others only read the checkpoint they resume from."""
     if worker.is_first:
-        return prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
-                               {'--data': options.data, '--config': options.config,
-                                '--model': options.model},
-                               TRAJECTORY)
-    if options.resume and not (options.out and ckpt.list_checkpoints(options.out)):
+        out, resumes = prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
+                                       {'--data': options.data, '--config': options.config,
+                                        '--model': options.model},
+                                       TRAJECTORY)
+        worker.broadcast([int(resumes)])
+        return out, resumes
+    resumes = bool(worker.broadcast([0])[0])
+    if resumes and not (options.out and ckpt.list_checkpoints(options.out)):
         raise RunError(f'--resume: worker {worker.rank} finds no complete checkpoint '
                        f'in --out {options.out} (every machine must see it: a shared '
                        'folder, or a copy at the same path)')
-    return options.out, options.resume
+    return options.out, resumes
 
 
 def read_config_flag(path):
