@@ -9,7 +9,9 @@ temporary folder in its command line, so the test can check that none is left be
 Run as a script (`python tests/test_distributed.py pretrain ...`), this file is a
 `d2lbert` that saves the worker's final parameters as OUT/worker-RANK.params and, when
 DIE_AT_STEP is set, makes the worker of rank 1 SIGKILL itself at that step (FAIL_AT_STEP:
-raise an error there).
+raise an error there); with HOMES
+set, each worker has a D2LBERT_HOME of its own, HOMES/RANK, where it notes the
+fingerprint of the vocabulary it trained with.
 """
 import contextlib
 import importlib.util
@@ -29,6 +31,7 @@ import pytest
 
 from d2lbert.cli import main
 from d2lbert.data import load_data_wiki
+from d2lbert.data.vocab_files import read_wordpiece
 from d2lbert.launch import HostsFileError, launch, parse_hosts
 from d2lbert.pretraining.distributed import DistributedError, ShardStream
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
@@ -541,12 +544,30 @@ def test_a_resume_before_the_first_checkpoint_starts_over_on_every_worker(runs,
             (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
 
 
+def test_workers_with_caches_apart_train_with_one_vocabulary(tmp_path, monkeypatch):
+    """Each worker with a D2LBERT_HOME of its own, worker 1's WordPiece trainer learning
+    another vocabulary than worker 0's: both train with worker 0's, the one the run
+    saves."""
+    config, out, homes = tmp_path / 'tiny.json', tmp_path / 'run', tmp_path / 'homes'
+    config.write_text(json.dumps(TINY_CONFIG))
+    for rank in ('0', '1'):
+        (homes / rank).mkdir(parents=True)
+    monkeypatch.setenv('HOMES', str(homes))
+    code, err, _ = launch_here(str(tmp_path), pretrain_command(
+        str(out), str(config), '--kvstore', 'dist_sync', '--vocab', 'wordpiece',
+        '--vocab-size', '150', '--steps', '2'), num_workers=2)
+    assert code == 0, err
+    saved = read_wordpiece(str(out)).fingerprint()
+    assert [(homes / rank / 'vocab.fingerprint').read_text() for rank in ('0', '1')] == [
+        saved, saved]
+
+
 # ---------------------------------------------------------------- the test worker
 
 def run_test_worker(argv):
     """`d2lbert ARGV`, then save this worker's parameters to OUT/worker-RANK.params;
     with DIE_AT_STEP set, the worker of rank 1 SIGKILLs itself at that step (FAIL_AT_STEP:
-    raises a RunError there)."""
+    raises a RunError there); with HOMES set, see `homes_apart`."""
     module = importlib.import_module('d2lbert.pretraining.pretrain')  # (the package's
     # `pretrain` is the function)
     seen = {}
@@ -555,6 +576,7 @@ def run_test_worker(argv):
     def capturing_train_loop(*args, **kwargs):
         given = inspect.signature(train_loop).bind(*args, **kwargs).arguments
         seen['net'], seen['worker'] = given['net'], given['worker']
+        seen['vocab'] = given['vocab']
         return train_loop(*args, **kwargs)
 
     def seed_step_or_die(seed, step, worker=0):
@@ -567,11 +589,39 @@ def run_test_worker(argv):
         seed_step(seed, step, worker)
 
     module._train_loop, module.seed_step = capturing_train_loop, seed_step_or_die
+    if os.environ.get('HOMES'):
+        homes_apart(module)
     code = main(argv)
     if code == 0:
         out = argv[argv.index('--out') + 1]
         seen['net'].save_parameters(os.path.join(out, f'worker-{seen["worker"].rank}.params'))
+    if code == 0 and os.environ.get('HOMES'):
+        with open(os.path.join(os.environ['D2LBERT_HOME'], 'vocab.fingerprint'), 'w') as f:
+            f.write(seen['vocab'].fingerprint())
     return code
+
+
+def homes_apart(module):
+    """Each worker's D2LBERT_HOME is HOMES/RANK (caches not shared), and the WordPiece
+    trainer of rank 1 learns another vocabulary (its pieces in reverse order) than rank
+    0's, as Hugging Face's trainer, not deterministic, may."""
+    from d2lbert.data import loader
+    from d2lbert.data.wordpiece import WordPieceVocab
+    join_job, train_wordpiece = module.join_job, loader.train_wordpiece
+
+    def reversed_wordpiece(*args, **kwargs):
+        vocab = train_wordpiece(*args, **kwargs)
+        reserved, pieces = vocab.reserved_tokens, vocab.idx_to_token[vocab.num_reserved:]
+        return WordPieceVocab([*reserved, *reversed(pieces)], vocab.lowercase)
+
+    def join_job_apart(kvstore):
+        worker = join_job(kvstore)
+        os.environ['D2LBERT_HOME'] = os.path.join(os.environ['HOMES'], str(worker.rank))
+        if worker.rank == 1:
+            loader.train_wordpiece = reversed_wordpiece
+        return worker
+
+    module.join_job = join_job_apart
 
 
 if __name__ == '__main__':

@@ -21,7 +21,8 @@ exactly the update of one process that reads all the workers' batches (with
 * **One writer.** Only the first worker (rank 0) writes checkpoints, metrics and the
   plot; the workers' logged losses are added up (`Worker.add_up`) before it writes them.
   It also decides for the job whether a --resume continues from a checkpoint or starts
-  over (`Worker.broadcast`).
+  over, and which vocabulary every worker reads the text with (`Worker.broadcast`,
+  `Worker.share_vocabulary`).
 
 `d2lbert launch` (in `d2lbert.launch`) starts the processes of a ps-lite job,
 Horovod's `horovodrun` those of a Horovod job.
@@ -31,6 +32,8 @@ import dataclasses
 import os
 import sys
 import warnings
+
+from ..data.vocab_files import vocab_as_bytes, vocab_from_bytes
 
 # The kvstores that make a job of several worker processes: MXNet's parameter server's,
 # and Horovod's.
@@ -96,6 +99,17 @@ class Worker:
         this at the same point, with as many values; exact for integers below 2**24, as
         the kvstore adds up float32s)."""
         return self.sum(values if self.is_first else [0] * len(values))
+
+    def share_vocabulary(self, vocab):
+        """The first worker's vocabulary, on every worker: the first passes its own, the
+        others None (each call of every worker at the same point). It is sent as the
+        bytes of its files (`vocab_as_bytes`), one number each."""
+        if self.num_workers == 1:
+            return vocab
+        data = vocab_as_bytes(vocab) if self.is_first else b''
+        size = int(self.broadcast([len(data)])[0])
+        received = self.broadcast(list(data) if self.is_first else [0] * size)
+        return vocab if self.is_first else vocab_from_bytes(bytes(map(int, received)))
 
     def step_totals(self, batches):
         """(prediction slots, sentence pairs) of one step of the whole job, given this

@@ -383,12 +383,27 @@ def fast_path_of(options, worker):
     return fast
 
 
-def load_text(options, text, start=None):
+def load_job_text(options, text, start, worker):
+    """`load_text` on every worker of a job, with one vocabulary: the first worker reads
+    the text first, and the others then read it with its vocabulary
+    (`Worker.share_vocabulary`), not one of their own (Hugging Face's WordPiece trainer
+    is not deterministic, and workers on machines with caches apart would each learn
+    one). On one machine the others then find the first's cache entries."""
+    if worker.is_first:
+        train_iter, valid_iter, vocab = load_text(options, text, start)
+        worker.share_vocabulary(vocab)
+        return train_iter, valid_iter, vocab
+    return load_text(options, text, start, worker.share_vocabulary(None))
+
+
+def load_text(options, text, start=None, vocab=None):
     """(training batches, held-out batches, vocabulary) of the `RunText`, read as the
-    tokenizer of --model (`start`) reads, if given; a RunError naming the flag if the text
-    makes no training batch or no held-out example."""
+    tokenizer of --model (`start`) reads, if given, or with vocab, if given; a RunError
+    naming the flag if the text makes no training batch or no held-out example."""
     full_sentences = options.objective == 'mlm'  # RoBERTa's packed texts, no pairs
     model_text = start.data_options() if start else {}
+    if vocab is not None:
+        model_text['vocab'] = vocab
     try:
         train_iter, vocab = load_data_wiki(
             options.batch_size, options.max_len, text.train, 'train', seed=options.seed,
@@ -428,7 +443,7 @@ def pretrain(options, start=None):
     for line in text.lines if worker.is_first else ():
         print(line, flush=True)
     out, resumes = output_folder(options, worker)
-    train_iter, valid_iter, vocab = load_text(options, text, start)
+    train_iter, valid_iter, vocab = load_job_text(options, text, start, worker)
     net, config = starting_net(options, vocab, start, ctxs)
     precision = resolve_precision(options.precision, options.amp)
     trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
