@@ -183,8 +183,8 @@ def test_workers_draw_their_own_dropout_masks():
 
 def test_hosts_file_format():
     text = '# machines\n10.0.0.1\n\nnode-b:2222 slots=4\nnode-c  # the third\n'
-    assert [tuple(h) for h in parse_hosts(text)] == [('10.0.0.1', 22), ('node-b', 2222),
-                                                      ('node-c', 22)]
+    assert [(h.name, h.ssh_port) for h in parse_hosts(text)] == [
+        ('10.0.0.1', 22), ('node-b', 2222), ('node-c', 22)]
     for bad in ('', '# nothing\n', 'node-a:port\n', 'node-a:0\n', 'node a\n'):
         with pytest.raises(HostsFileError, match='hosts file'):
             parse_hosts(bad)
@@ -296,9 +296,11 @@ def test_sighup_stops_the_job_unless_the_launcher_runs_under_nohup(tmp_path, noh
         assert code == 128 + signal.SIGHUP and 'got SIGHUP; stopping the job' in err, err
 
 FAKE_SSH = '''#!/bin/bash
-# ssh for the tests: logs its arguments, runs the remote command here.
+# ssh for the tests: logs its arguments, runs the remote command here (ssh -G, which
+# prints the configuration of a host and connects nowhere, is the real ssh's).
+for arg in "$@"; do if [ "$arg" = -G ]; then exec /usr/bin/ssh "$@"; fi; done
 echo "$@" >> "$FAKE_SSH_LOG"
-while [ $# -gt 1 ]; do case "$1" in -o|-p) shift 2;; -*) shift;; *) break;; esac; done
+while [ $# -gt 1 ]; do case "$1" in -o|-p|-F) shift 2;; -*) shift;; *) break;; esac; done
 if [ "$1" = unreachable.invalid ]; then echo "ssh: Could not resolve hostname" >&2; exit 255; fi
 if [ "$1" = bare.invalid ]; then exit 1; fi  # a host without this folder or Python
 exec bash -c "$2"
@@ -343,6 +345,45 @@ def test_hosts_run_servers_and_workers_by_ssh(tmp_path, fake_ssh):
     assert all('test -x' in call for call in ssh_calls[:2])
     assert all('BatchMode=yes' in call and 'ConnectTimeout=10' in call for call in ssh_calls)
 
+
+def test_user_at_host_and_ssh_aliases_advertise_the_address_ssh_reaches(tmp_path,
+                                                                         fake_ssh,
+                                                                         monkeypatch):
+    """A host written user@host, or as an ssh alias, gets DMLC_NODE_HOST (the address
+    ps-lite's peers connect to) as ssh resolves it: the host without the user, the
+    alias's HostName."""
+    (tmp_path / 'hosts.txt').write_text('someone@127.0.0.1\nsecond:2222\n')
+    (tmp_path / 'ssh_config').write_text('Host second\n    HostName localhost\n')
+    monkeypatch.setenv('D2LBERT_SSH_OPTIONS', f'-F {tmp_path / "ssh_config"}')
+    report = ('import os, sys; open(os.path.join(sys.argv[1], str(os.getpid())), "w")'
+              '.write(os.environ["DMLC_ROLE"] + " " + os.environ["DMLC_NODE_HOST"])')
+    code, err, _ = launch_here(str(tmp_path), [sys.executable, '-c', report, str(tmp_path)],
+                               num_workers=2, hosts_file=str(tmp_path / 'hosts.txt'),
+                               host_ip='127.0.0.1')
+    assert code == 0, err
+    placed = sorted((tmp_path / name).read_text() for name in os.listdir(tmp_path)
+                    if name.isdigit())
+    assert placed == ['scheduler 127.0.0.1', 'server 127.0.0.1', 'server localhost',
+                      'worker 127.0.0.1', 'worker localhost']
+    assert 'started worker 1 (pid ' in err and ') on second' in err
+
+
+@pytest.mark.parametrize('entry', ['::1', '[::1]:22', 'six'])
+def test_ipv6_hosts_are_refused_in_one_line(tmp_path, fake_ssh, monkeypatch, entry):
+    """An IPv6 address, written or the HostName of an ssh alias, is refused before the
+    job starts, naming the hosts file: ps-lite connects over IPv4 only."""
+    hosts_file = tmp_path / 'hosts.txt'
+    hosts_file.write_text(f'127.0.0.1\n{entry}\n')
+    (tmp_path / 'ssh_config').write_text('Host six\n    HostName fe80::1\n')
+    monkeypatch.setenv('D2LBERT_SSH_OPTIONS', f'-F {tmp_path / "ssh_config"}')
+    with pytest.raises(HostsFileError) as refusal:
+        launch_here(str(tmp_path), sleeper(tmp_path), num_workers=2,
+                    hosts_file=str(hosts_file), host_ip='127.0.0.1')
+    assert str(refusal.value).startswith(f'--hosts {hosts_file}') and 'IPv6' in str(
+        refusal.value) and '\n' not in str(refusal.value)
+    hosts_file.write_text('127.0.0.1\n')
+    with pytest.raises(ValueError, match='^--host-ip fe80::1 is an IPv6 address; '):
+        launch(sleeper(tmp_path), 2, hosts_file=str(hosts_file), host_ip='fe80::1')
 
 def test_an_unreachable_host_stops_the_job_before_it_starts(tmp_path, fake_ssh):
     """Every host is checked first: one that ssh can't reach is named in one line,
