@@ -522,6 +522,18 @@ def test_horovod_job_equals_one_process(runs):
     assert [r['step'] for r in train_records(out)] == list(range(1, STEPS + 1))
 
 
+def assert_resume_logs_the_uninterrupted_losses(marker, command, out, uninterrupted):
+    """The 2-worker job `command` (writing `out`), run again with --resume, ends well and
+    logs the losses of the uninterrupted job that wrote the folder `uninterrupted`."""
+    code, err, _ = launch_here(marker, [*command, '--resume'], num_workers=2)
+    assert code == 0, err
+    resumed, reference_records = train_records(out), train_records(uninterrupted)
+    assert [r['step'] for r in resumed] == list(range(1, STEPS + 1))
+    for mine, reference in zip(resumed, reference_records):
+        assert (mine['mlm_loss'], mine['nsp_loss']) == pytest.approx(
+            (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
+
+
 def test_killed_worker_stops_the_job_and_resume_continues_it(runs, monkeypatch):
     """A worker SIGKILLed at step 7 ends the job within the bound, with one message naming
     it; the job resumed from the step-5 checkpoint logs the uninterrupted job's losses."""
@@ -542,13 +554,7 @@ def test_killed_worker_stops_the_job_and_resume_continues_it(runs, monkeypatch):
     assert ended - float(died) < BOUND
     assert os.listdir(os.path.join(out, 'checkpoints')) == ['step-000005']
 
-    code, err, _ = launch_here(marker, [*command, '--resume'], num_workers=2)
-    assert code == 0, err
-    resumed, uninterrupted = train_records(out), train_records(runs['job'])
-    assert [r['step'] for r in resumed] == list(range(1, STEPS + 1))
-    for mine, reference in zip(resumed, uninterrupted):
-        assert (mine['mlm_loss'], mine['nsp_loss']) == pytest.approx(
-            (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
+    assert_resume_logs_the_uninterrupted_losses(marker, command, out, runs['job'])
 
 
 def test_a_worker_failing_with_an_error_stops_the_job(runs, monkeypatch):
@@ -576,13 +582,7 @@ def test_a_resume_before_the_first_checkpoint_starts_over_on_every_worker(runs,
         code, err, _ = launch_here(marker, command, num_workers=2)
     assert code == 128 + signal.SIGKILL and not os.path.exists(
         os.path.join(out, 'checkpoints', 'step-000005')), err
-    code, err, _ = launch_here(marker, [*command, '--resume'], num_workers=2)
-    assert code == 0, err
-    restarted, uninterrupted = train_records(out), train_records(runs['job'])
-    assert [r['step'] for r in restarted] == list(range(1, STEPS + 1))
-    for mine, reference in zip(restarted, uninterrupted):
-        assert (mine['mlm_loss'], mine['nsp_loss']) == pytest.approx(
-            (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
+    assert_resume_logs_the_uninterrupted_losses(marker, command, out, runs['job'])
 
 
 def test_workers_with_caches_apart_train_with_one_vocabulary(tmp_path, monkeypatch):
