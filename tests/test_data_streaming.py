@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import weakref
 
 import numpy as np
@@ -22,7 +23,7 @@ from d2lbert.data.make_bundled_corpus import generate_corpus
 from d2lbert.data.subwords import prepare_sentence, sentence_encoder
 from d2lbert.data.vocab import Vocab
 from d2lbert.data.wordpiece import WordPieceVocab
-from d2lbert.util.files import OUR_TEMPORARIES
+from d2lbert.util.files import OUR_TEMPORARIES, host_name, sweep_temporaries
 
 # SHA-1 of every batch of epochs 0 and 1 of the corpus `small_corpus`, words vocabulary,
 # max_len 64, seed 0, batch size 32, as the pipeline before issue 43 made them (it
@@ -142,6 +143,72 @@ def test_counting_holds_one_paragraph_at_a_time():
     counts = count_tokens(paragraphs())
     assert counts['a'] == 1000 and len(counts) == 11
 
+
+
+PAUSED_PREPARATION = '''
+import os, sys, time
+from d2lbert.data import loader
+corpus, log, go = sys.argv[1:]
+
+class PausedProgress(loader.ReadProgress):
+    """Logs each pass over the corpus, which waits for the file `go`."""
+    def __init__(self, path, task, *args, **kwargs):
+        with open(log, 'a') as f:
+            f.write(f'{os.getpid()} {task}\\n')
+        while not os.path.exists(go):
+            time.sleep(0.05)
+        super().__init__(path, task, *args, **kwargs)
+
+loader.ReadProgress = PausedProgress
+loader.build_pretraining_examples(corpus, 64, 0)
+'''
+
+
+def test_processes_preparing_one_corpus_take_turns(small_corpus, tmp_path):
+    """Two processes preparing one corpus in one D2LBERT_HOME (the workers of a job on
+    one machine): while the first reads it, the second waits, saying so in one line;
+    then it uses the first's cache and never reads the corpus."""
+    log, go = tmp_path / 'passes.log', tmp_path / 'go'
+    errors = [tmp_path / 'first.err', tmp_path / 'second.err']
+    processes = []
+    try:
+        for error in errors:
+            with open(error, 'w') as stderr:
+                processes.append(subprocess.Popen(
+                    [sys.executable, '-c', PAUSED_PREPARATION, small_corpus, str(log),
+                     str(go)], stderr=stderr))
+            while not log.exists() or (len(processes) == 2 and 'waiting' not in
+                                       errors[1].read_text()
+                                       and len(log.read_text().splitlines()) < 2):
+                assert all(process.poll() is None for process in processes)
+                time.sleep(0.05)
+        go.touch()
+        assert [process.wait(120) for process in processes] == [0, 0]
+    finally:
+        for process in processes:
+            process.kill()
+    passes = log.read_text().splitlines()
+    assert passes == [f'{processes[0].pid} counting words', f'{processes[0].pid} encoding']
+    waited = [line for line in errors[1].read_text().splitlines() if 'waiting' in line]
+    assert len(waited) == 1 and waited[0].startswith(
+        f'd2lbert: {small_corpus}: waiting for another process preparing it (the cache '
+        f'{os.environ["D2LBERT_HOME"]}'), waited
+
+
+
+def test_a_sweep_leaves_another_machines_temporaries(tmp_path):
+    """With D2LBERT_HOME on a shared file system, a process id says nothing of another
+    machine's processes: their temporary folders are left alone. This machine's dead
+    processes' are removed, and so are an older d2lbert's (named without a machine)."""
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                          capture_output=True, text=True).stdout.strip()
+    names = {'other': f'{OUR_TEMPORARIES}other-host.example@{dead}-abc',
+             'mine': f'{OUR_TEMPORARIES}{host_name()}@{dead}-abc',
+             'older': f'{OUR_TEMPORARIES}{dead}-abc'}
+    for name in names.values():
+        (tmp_path / name).mkdir()
+    sweep_temporaries(str(tmp_path))
+    assert os.listdir(tmp_path) == [names['other']]
 
 KILLED_RUN = '''
 import sys

@@ -8,7 +8,10 @@ temporary folder in its command line, so the test can check that none is left be
 
 Run as a script (`python tests/test_distributed.py pretrain ...`), this file is a
 `d2lbert` that saves the worker's final parameters as OUT/worker-RANK.params and, when
-DIE_AT_STEP is set, makes the worker of rank 1 SIGKILL itself at that step.
+DIE_AT_STEP is set, makes the worker of rank 1 SIGKILL itself at that step (FAIL_AT_STEP:
+raise an error there); with HOMES
+set, each worker has a D2LBERT_HOME of its own, HOMES/RANK, where it notes the
+fingerprint of the vocabulary it trained with.
 """
 import contextlib
 import importlib.util
@@ -28,9 +31,11 @@ import pytest
 
 from d2lbert.cli import main
 from d2lbert.data import load_data_wiki
+from d2lbert.data.vocab_files import read_wordpiece
 from d2lbert.launch import HostsFileError, launch, parse_hosts
 from d2lbert.pretraining.distributed import DistributedError, ShardStream
 from d2lbert.pretraining.pretrain import PretrainOptions, pretrain
+from d2lbert.run.errors import RunError
 
 THIS_FILE = os.path.abspath(__file__)
 BOUND = 60  # seconds: a failed job must be over within this
@@ -178,8 +183,8 @@ def test_workers_draw_their_own_dropout_masks():
 
 def test_hosts_file_format():
     text = '# machines\n10.0.0.1\n\nnode-b:2222 slots=4\nnode-c  # the third\n'
-    assert [tuple(h) for h in parse_hosts(text)] == [('10.0.0.1', 22), ('node-b', 2222),
-                                                      ('node-c', 22)]
+    assert [(h.name, h.ssh_port) for h in parse_hosts(text)] == [
+        ('10.0.0.1', 22), ('node-b', 2222), ('node-c', 22)]
     for bad in ('', '# nothing\n', 'node-a:port\n', 'node-a:0\n', 'node a\n'):
         with pytest.raises(HostsFileError, match='hosts file'):
             parse_hosts(bad)
@@ -266,10 +271,36 @@ def test_sigterm_to_the_launcher_stops_every_process(tmp_path):
         kill_processes_with(str(tmp_path))
 
 
+
+@pytest.mark.parametrize('nohup', [False, True])
+def test_sighup_stops_the_job_unless_the_launcher_runs_under_nohup(tmp_path, nohup):
+    """SIGHUP (the terminal closed) to the launcher stops the job, as SIGTERM does;
+    started by `nohup` (which makes it ignore SIGHUP), the job trains on and ends well."""
+    job = [sys.executable, '-c', 'import time; time.sleep(4)', str(tmp_path)]
+    launcher = subprocess.Popen(
+        [*(['nohup'] if nohup else []), sys.executable, '-m', 'd2lbert', 'launch', '-n', '2',
+         '--', *job], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, env=job_env())
+    try:
+        lines = [launcher.stderr.readline() for _ in range(4)]
+        assert all('started' in line for line in lines), lines
+        launcher.send_signal(signal.SIGHUP)
+        code, err = launcher.wait(BOUND), launcher.stderr.read()
+        assert_nothing_left(str(tmp_path))
+    finally:
+        launcher.kill()
+        kill_processes_with(str(tmp_path))
+    if nohup:
+        assert code == 0 and err == '', err
+    else:
+        assert code == 128 + signal.SIGHUP and 'got SIGHUP; stopping the job' in err, err
+
 FAKE_SSH = '''#!/bin/bash
-# ssh for the tests: logs its arguments, runs the remote command here.
+# ssh for the tests: logs its arguments, runs the remote command here (ssh -G, which
+# prints the configuration of a host and connects nowhere, is the real ssh's).
+for arg in "$@"; do if [ "$arg" = -G ]; then exec /usr/bin/ssh "$@"; fi; done
 echo "$@" >> "$FAKE_SSH_LOG"
-while [ $# -gt 1 ]; do case "$1" in -o|-p) shift 2;; -*) shift;; *) break;; esac; done
+while [ $# -gt 1 ]; do case "$1" in -o|-p|-F) shift 2;; -*) shift;; *) break;; esac; done
 if [ "$1" = unreachable.invalid ]; then echo "ssh: Could not resolve hostname" >&2; exit 255; fi
 if [ "$1" = bare.invalid ]; then exit 1; fi  # a host without this folder or Python
 exec bash -c "$2"
@@ -314,6 +345,45 @@ def test_hosts_run_servers_and_workers_by_ssh(tmp_path, fake_ssh):
     assert all('test -x' in call for call in ssh_calls[:2])
     assert all('BatchMode=yes' in call and 'ConnectTimeout=10' in call for call in ssh_calls)
 
+
+def test_user_at_host_and_ssh_aliases_advertise_the_address_ssh_reaches(tmp_path,
+                                                                         fake_ssh,
+                                                                         monkeypatch):
+    """A host written user@host, or as an ssh alias, gets DMLC_NODE_HOST (the address
+    ps-lite's peers connect to) as ssh resolves it: the host without the user, the
+    alias's HostName."""
+    (tmp_path / 'hosts.txt').write_text('someone@127.0.0.1\nsecond:2222\n')
+    (tmp_path / 'ssh_config').write_text('Host second\n    HostName localhost\n')
+    monkeypatch.setenv('D2LBERT_SSH_OPTIONS', f'-F {tmp_path / "ssh_config"}')
+    report = ('import os, sys; open(os.path.join(sys.argv[1], str(os.getpid())), "w")'
+              '.write(os.environ["DMLC_ROLE"] + " " + os.environ["DMLC_NODE_HOST"])')
+    code, err, _ = launch_here(str(tmp_path), [sys.executable, '-c', report, str(tmp_path)],
+                               num_workers=2, hosts_file=str(tmp_path / 'hosts.txt'),
+                               host_ip='127.0.0.1')
+    assert code == 0, err
+    placed = sorted((tmp_path / name).read_text() for name in os.listdir(tmp_path)
+                    if name.isdigit())
+    assert placed == ['scheduler 127.0.0.1', 'server 127.0.0.1', 'server localhost',
+                      'worker 127.0.0.1', 'worker localhost']
+    assert 'started worker 1 (pid ' in err and ') on second' in err
+
+
+@pytest.mark.parametrize('entry', ['::1', '[::1]:22', 'six'])
+def test_ipv6_hosts_are_refused_in_one_line(tmp_path, fake_ssh, monkeypatch, entry):
+    """An IPv6 address, written or the HostName of an ssh alias, is refused before the
+    job starts, naming the hosts file: ps-lite connects over IPv4 only."""
+    hosts_file = tmp_path / 'hosts.txt'
+    hosts_file.write_text(f'127.0.0.1\n{entry}\n')
+    (tmp_path / 'ssh_config').write_text('Host six\n    HostName fe80::1\n')
+    monkeypatch.setenv('D2LBERT_SSH_OPTIONS', f'-F {tmp_path / "ssh_config"}')
+    with pytest.raises(HostsFileError) as refusal:
+        launch_here(str(tmp_path), sleeper(tmp_path), num_workers=2,
+                    hosts_file=str(hosts_file), host_ip='127.0.0.1')
+    assert str(refusal.value).startswith(f'--hosts {hosts_file}') and 'IPv6' in str(
+        refusal.value) and '\n' not in str(refusal.value)
+    hosts_file.write_text('127.0.0.1\n')
+    with pytest.raises(ValueError, match='^--host-ip fe80::1 is an IPv6 address; '):
+        launch(sleeper(tmp_path), 2, hosts_file=str(hosts_file), host_ip='fe80::1')
 
 def test_an_unreachable_host_stops_the_job_before_it_starts(tmp_path, fake_ssh):
     """Every host is checked first: one that ssh can't reach is named in one line,
@@ -452,6 +522,18 @@ def test_horovod_job_equals_one_process(runs):
     assert [r['step'] for r in train_records(out)] == list(range(1, STEPS + 1))
 
 
+def assert_resume_logs_the_uninterrupted_losses(marker, command, out, uninterrupted):
+    """The 2-worker job `command` (writing `out`), run again with --resume, ends well and
+    logs the losses of the uninterrupted job that wrote the folder `uninterrupted`."""
+    code, err, _ = launch_here(marker, [*command, '--resume'], num_workers=2)
+    assert code == 0, err
+    resumed, reference_records = train_records(out), train_records(uninterrupted)
+    assert [r['step'] for r in resumed] == list(range(1, STEPS + 1))
+    for mine, reference in zip(resumed, reference_records):
+        assert (mine['mlm_loss'], mine['nsp_loss']) == pytest.approx(
+            (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
+
+
 def test_killed_worker_stops_the_job_and_resume_continues_it(runs, monkeypatch):
     """A worker SIGKILLed at step 7 ends the job within the bound, with one message naming
     it; the job resumed from the step-5 checkpoint logs the uninterrupted job's losses."""
@@ -472,20 +554,61 @@ def test_killed_worker_stops_the_job_and_resume_continues_it(runs, monkeypatch):
     assert ended - float(died) < BOUND
     assert os.listdir(os.path.join(out, 'checkpoints')) == ['step-000005']
 
-    code, err, _ = launch_here(marker, [*command, '--resume'], num_workers=2)
+    assert_resume_logs_the_uninterrupted_losses(marker, command, out, runs['job'])
+
+
+def test_a_worker_failing_with_an_error_stops_the_job(runs, monkeypatch):
+    """A worker that fails with an error at step 3 (not a kill) exits at once, which
+    stops the job, naming it: MXNet's kvstore would have it wait at exit for the other
+    workers, which wait for it."""
+    out, marker = str(runs['folder'] / 'failed'), str(runs['folder'])
+    monkeypatch.setenv('FAIL_AT_STEP', '3')
+    code, err, seconds = launch_here(marker, pretrain_command(
+        out, runs['config'], '--kvstore', 'dist_sync'), timeout=2 * BOUND, num_workers=2)
+    assert code == 1 and seconds < BOUND, err
+    assert re.findall(r'worker \d \(pid \d+ on 127.0.0.1\) exited with code 1; stopping '
+                      r'the job', err), err
+
+
+def test_a_resume_before_the_first_checkpoint_starts_over_on_every_worker(runs,
+                                                                         monkeypatch):
+    """A job killed at step 3, before its first checkpoint, then --resume: every worker
+    starts over, as one process does, and the job logs the uninterrupted job's losses."""
+    out, marker = str(runs['folder'] / 'early'), str(runs['folder'])
+    command = pretrain_command(out, runs['config'], '--kvstore', 'dist_sync')
+    with monkeypatch.context() as patch:
+        patch.setenv('DIE_AT_STEP', '3')
+        patch.setenv('DEATH_FILE', str(runs['folder'] / 'early-death.txt'))
+        code, err, _ = launch_here(marker, command, num_workers=2)
+    assert code == 128 + signal.SIGKILL and not os.path.exists(
+        os.path.join(out, 'checkpoints', 'step-000005')), err
+    assert_resume_logs_the_uninterrupted_losses(marker, command, out, runs['job'])
+
+
+def test_workers_with_caches_apart_train_with_one_vocabulary(tmp_path, monkeypatch):
+    """Each worker with a D2LBERT_HOME of its own, worker 1's WordPiece trainer learning
+    another vocabulary than worker 0's: both train with worker 0's, the one the run
+    saves."""
+    config, out, homes = tmp_path / 'tiny.json', tmp_path / 'run', tmp_path / 'homes'
+    config.write_text(json.dumps(TINY_CONFIG))
+    for rank in ('0', '1'):
+        (homes / rank).mkdir(parents=True)
+    monkeypatch.setenv('HOMES', str(homes))
+    code, err, _ = launch_here(str(tmp_path), pretrain_command(
+        str(out), str(config), '--kvstore', 'dist_sync', '--vocab', 'wordpiece',
+        '--vocab-size', '150', '--steps', '2'), num_workers=2)
     assert code == 0, err
-    resumed, uninterrupted = train_records(out), train_records(runs['job'])
-    assert [r['step'] for r in resumed] == list(range(1, STEPS + 1))
-    for mine, reference in zip(resumed, uninterrupted):
-        assert (mine['mlm_loss'], mine['nsp_loss']) == pytest.approx(
-            (reference['mlm_loss'], reference['nsp_loss']), abs=1e-6), mine['step']
+    saved = read_wordpiece(str(out)).fingerprint()
+    assert [(homes / rank / 'vocab.fingerprint').read_text() for rank in ('0', '1')] == [
+        saved, saved]
 
 
 # ---------------------------------------------------------------- the test worker
 
 def run_test_worker(argv):
     """`d2lbert ARGV`, then save this worker's parameters to OUT/worker-RANK.params;
-    with DIE_AT_STEP set, the worker of rank 1 SIGKILLs itself at that step."""
+    with DIE_AT_STEP set, the worker of rank 1 SIGKILLs itself at that step (FAIL_AT_STEP:
+    raises a RunError there); with HOMES set, see `homes_apart`."""
     module = importlib.import_module('d2lbert.pretraining.pretrain')  # (the package's
     # `pretrain` is the function)
     seen = {}
@@ -494,6 +617,7 @@ def run_test_worker(argv):
     def capturing_train_loop(*args, **kwargs):
         given = inspect.signature(train_loop).bind(*args, **kwargs).arguments
         seen['net'], seen['worker'] = given['net'], given['worker']
+        seen['vocab'] = given['vocab']
         return train_loop(*args, **kwargs)
 
     def seed_step_or_die(seed, step, worker=0):
@@ -501,14 +625,44 @@ def run_test_worker(argv):
             with open(os.environ['DEATH_FILE'], 'w') as f:
                 f.write(f'{os.getpid()} {time.time()}')
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == int(os.environ.get('FAIL_AT_STEP', 0)) and worker == 1:
+            raise RunError(f'FAIL_AT_STEP {step}')
         seed_step(seed, step, worker)
 
     module._train_loop, module.seed_step = capturing_train_loop, seed_step_or_die
+    if os.environ.get('HOMES'):
+        homes_apart(module)
     code = main(argv)
     if code == 0:
         out = argv[argv.index('--out') + 1]
         seen['net'].save_parameters(os.path.join(out, f'worker-{seen["worker"].rank}.params'))
+    if code == 0 and os.environ.get('HOMES'):
+        with open(os.path.join(os.environ['D2LBERT_HOME'], 'vocab.fingerprint'), 'w') as f:
+            f.write(seen['vocab'].fingerprint())
     return code
+
+
+def homes_apart(module):
+    """Each worker's D2LBERT_HOME is HOMES/RANK (caches not shared), and the WordPiece
+    trainer of rank 1 learns another vocabulary (its pieces in reverse order) than rank
+    0's, as Hugging Face's trainer, not deterministic, may."""
+    from d2lbert.data import loader
+    from d2lbert.data.wordpiece import WordPieceVocab
+    join_job, train_wordpiece = module.join_job, loader.train_wordpiece
+
+    def reversed_wordpiece(*args, **kwargs):
+        vocab = train_wordpiece(*args, **kwargs)
+        reserved, pieces = vocab.reserved_tokens, vocab.idx_to_token[vocab.num_reserved:]
+        return WordPieceVocab([*reserved, *reversed(pieces)], vocab.lowercase)
+
+    def join_job_apart(kvstore):
+        worker = join_job(kvstore)
+        os.environ['D2LBERT_HOME'] = os.path.join(os.environ['HOMES'], str(worker.rank))
+        if worker.rank == 1:
+            loader.train_wordpiece = reversed_wordpiece
+        return worker
+
+    module.join_job = join_job_apart
 
 
 if __name__ == '__main__':

@@ -7,11 +7,16 @@ temporary name first and renamed into place only once complete
 leaves a half-written entry that a later run would read. An entry is sealed
 with a manifest of its files' sizes and SHA-1s (:func:`seal`): one that a
 disk error, a truncation or a stray write has changed since fails
-:func:`is_intact` and is rebuilt (:func:`discard`).
+:func:`is_intact` and is rebuilt (:func:`discard`). Processes preparing the same entries
+take turns (:func:`prepared_in_turn`): the first builds them, the others find them
+complete.
 """
+import contextlib
+import fcntl
 import json
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 
@@ -20,6 +25,7 @@ import numpy as np
 from ..util.hashing import sha1_of_file
 
 MANIFEST = 'manifest.json'
+LOCK_FILE = '.lock'
 
 
 def _files(directory):
@@ -68,6 +74,24 @@ def discard(directory):
     finally:
         shutil.rmtree(aside, ignore_errors=True)
 
+
+@contextlib.contextmanager
+def prepared_in_turn(folder, what):
+    """Hold the lock of the cache folder `folder` (its file .lock, created if need be)
+    while preparing its entries: another process preparing them (the workers of a job on
+    one machine, say) waits for it, saying so in one line on stderr naming `what`, and
+    then finds them complete. The lock is `flock`, released by the system when its
+    process dies; on a shared file system that passes it on (NFS does) the machines
+    take turns too."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, LOCK_FILE), 'a') as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f'd2lbert: {what}: waiting for another process preparing it (the cache '
+                  f'{folder})', file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def data_home():

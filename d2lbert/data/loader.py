@@ -32,7 +32,7 @@ from .bundled import bundled_corpus_directory
 from .batches import PretrainingBatches
 from ..util.files import atomic_directory, sweep_temporaries
 from ..util.hashing import sha1_of_file, sha1_of_strings
-from .cache import data_home, discard, is_intact, seal
+from .cache import data_home, discard, is_intact, prepared_in_turn, seal
 from .corpus import guess_file_format
 from .download import WIKITEXT_ARCHIVES, wikitext_directory
 from .encoding import TokenizedCorpus, count_tokens
@@ -117,22 +117,23 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
     corpus_key = sha1_of_strings(sha1_of_file(path), *source.key(), lowercase,
                                  min_texts, FORMAT_VERSION)
     corpus_cache = os.path.join(data_home(), 'cache', corpus_key)
-    sweep_temporaries(corpus_cache)  # what a killed preparation left
-    paragraphs = lambda task: paragraphs_with_progress(
-        read_documents(source, lowercase, min_texts), ReadProgress(path, task))
-    if vocab is None and vocab_kind == 'wordpiece':
-        vocab = _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs)
-    elif vocab is None:
-        vocab = _cached_vocab(corpus_cache, min_freq, paragraphs, path, min_texts)
-    encoded = os.path.join(corpus_cache, f'corpus-{vocab.fingerprint()}')
-    if not is_intact(encoded):
-        discard(encoded)  # with the examples made of it
-        with atomic_directory(encoded) as tmp:
-            TokenizedCorpus.write(paragraphs('encoding'), vocab, tmp)
-            seal(tmp)
-    if TokenizedCorpus(encoded).num_sentences == 0:
-        raise ValueError(_no_pairs_message(path, min_texts))
-    return _cached_examples(encoded, vocab, options, num_workers)
+    with prepared_in_turn(corpus_cache, path):  # once per machine, not once per process
+        sweep_temporaries(corpus_cache)  # what a killed preparation left
+        paragraphs = lambda task: paragraphs_with_progress(
+            read_documents(source, lowercase, min_texts), ReadProgress(path, task))
+        if vocab is None and vocab_kind == 'wordpiece':
+            vocab = _cached_wordpiece(corpus_cache, vocab_size, lowercase, paragraphs)
+        elif vocab is None:
+            vocab = _cached_vocab(corpus_cache, min_freq, paragraphs, path, min_texts)
+        encoded = os.path.join(corpus_cache, f'corpus-{vocab.fingerprint()}')
+        if not is_intact(encoded):
+            discard(encoded)  # with the examples made of it
+            with atomic_directory(encoded) as tmp:
+                TokenizedCorpus.write(paragraphs('encoding'), vocab, tmp)
+                seal(tmp)
+        if TokenizedCorpus(encoded).num_sentences == 0:
+            raise ValueError(_no_pairs_message(path, min_texts))
+        return _cached_examples(encoded, vocab, options, num_workers)
 
 
 def _cached_examples(encoded, vocab, options, num_workers):

@@ -4,9 +4,13 @@
     vocab.txt [+ tokenizer_config.json]  a `WordPieceVocab` (Google / Hugging Face BERTs);
                                          tokenizer_config.json's do_lower_case (default
                                          true) says whether it lower-cases
+
+`vocab_as_bytes` and `vocab_from_bytes` carry those files to another process (a worker of
+a job on another machine) in one message.
 """
 import json
 import os
+import tempfile
 
 from .vocab import Vocab
 from .wordpiece import WordPieceVocab, read_vocab_txt
@@ -52,3 +56,22 @@ def load_vocab(folder):
     if os.path.isfile(os.path.join(folder, VOCAB_TXT)):
         return read_wordpiece(folder)
     raise FileNotFoundError(f'{folder} holds no vocabulary ({VOCAB_JSON} or {VOCAB_TXT})')
+
+
+def vocab_as_bytes(vocab):
+    """The files `save_vocab` writes of `vocab`, as one JSON text in UTF-8 bytes."""
+    with tempfile.TemporaryDirectory() as folder:
+        files = {}
+        for name in save_vocab(vocab, folder):
+            with open(os.path.join(folder, name), encoding='utf-8') as f:
+                files[name] = f.read()
+    return json.dumps(files, ensure_ascii=False).encode('utf-8')
+
+
+def vocab_from_bytes(data):
+    """The vocabulary that `vocab_as_bytes` made `data` of."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name, text in json.loads(data.decode('utf-8')).items():
+            with open(os.path.join(folder, name), 'w', encoding='utf-8') as f:
+                f.write(text)
+        return load_vocab(folder)

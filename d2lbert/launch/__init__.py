@@ -20,7 +20,8 @@ import os
 import sys
 
 from ..util.options import check_int
-from .hosts import Host, HostsFileError, parse_hosts, read_hosts, unreachable
+from .hosts import (IPV4_ONLY, Host, HostsFileError, parse_hosts, read_hosts, unreachable,
+                    with_addresses)
 from .job import Process, plan_job
 from .supervise import run, say
 
@@ -51,9 +52,12 @@ def launch(command, num_workers, num_servers=None, hosts_file=None, host_ip=None
     if host_ip is not None and hosts is None:
         raise ValueError('--host-ip does not apply without --hosts (every process runs '
                          'here, on 127.0.0.1)')
+    if host_ip is not None and ':' in host_ip:
+        raise ValueError(f'--host-ip {host_ip} is an IPv6 address; {IPV4_ONLY}')
     if hosts is not None:
         failure = unreachable(hosts, os.getcwd(), sys.executable)
         if failure:
             say(f'{failure}; the job did not start')
             return 255
+        hosts = with_addresses(hosts, hosts_file)
     return run(plan_job(command, num_workers, num_servers, hosts, host_ip, port))

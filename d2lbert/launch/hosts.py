@@ -9,15 +9,21 @@ blank lines and `#` comments are skipped::
     10.0.0.1
     10.0.0.2:2222
 
-ssh runs with `SSH_OPTIONS`, then the options in the variable D2LBERT_SSH_OPTIONS
-(e.g. `-i ~/.ssh/job_key -F ~/.ssh/job_config`).
+A host may also be written `user@host` or as an alias of the ssh configuration. ssh
+runs with `SSH_OPTIONS`, then the options in the variable D2LBERT_SSH_OPTIONS (e.g.
+`-i ~/.ssh/job_key -F ~/.ssh/job_config`). The processes of the job reach each other
+not by ssh but by ps-lite, at the address that ssh resolves the entry to (`ssh -G`: the
+alias's HostName, without the user): `with_addresses`. ps-lite connects over IPv4 only:
+an IPv6 entry, or one that ssh resolves to an IPv6 address, is refused in one line.
 """
 import collections
 import os
 import shlex
 import subprocess
 
-Host = collections.namedtuple('Host', ['name', 'ssh_port'])
+# name: as the hosts file writes it (for ssh); address: the one ps-lite advertises, once
+# resolved (`with_addresses`)
+Host = collections.namedtuple('Host', ['name', 'ssh_port', 'address'], defaults=[None])
 SSH_OPTIONS = ('-o', 'BatchMode=yes',  # never wait for a password
                '-o', 'ConnectTimeout=10',  # an unreachable host fails in 10 s
                '-o', 'StrictHostKeyChecking=accept-new',
@@ -26,6 +32,8 @@ SSH_OPTIONS = ('-o', 'BatchMode=yes',  # never wait for a password
                '-o', 'LogLevel=ERROR')  # no notices, errors only
 SSH_OPTIONS_VARIABLE = 'D2LBERT_SSH_OPTIONS'
 REACH_TIMEOUT = 30  # seconds for every host to answer
+IPV4_ONLY = ("ps-lite (MXNet's parameter server) connects over IPv4 only: give the "
+             "host's IPv4 address or a name that resolves to one")
 
 
 class HostsFileError(ValueError):
@@ -39,6 +47,9 @@ def parse_hosts(text, source='hosts file'):
         entry = line.split('#', 1)[0].split('slots=', 1)[0].strip()
         if not entry:
             continue
+        if entry.startswith('[') or entry.count(':') > 1:
+            raise HostsFileError(f'{source} line {number}: {entry!r} is an IPv6 address; '
+                                 f'{IPV4_ONLY}')
         name, _, port = entry.partition(':')
         port = port or '22'
         if not name or ' ' in name or not port.isdigit() or not 0 < int(port) < 65536:
@@ -60,11 +71,32 @@ def read_hosts(path):
     return parse_hosts(text, f'--hosts {path}')
 
 
-def ssh_command(host, remote_command):
-    """ssh's argv running remote_command (a shell line) on host."""
+def ssh_command(host, *arguments):
+    """ssh's argv for host with arguments after it: a remote command (a shell line)."""
     extra = shlex.split(os.environ.get(SSH_OPTIONS_VARIABLE, ''))
-    return ['ssh', *SSH_OPTIONS, *extra, '-p', str(host.ssh_port), host.name,
-            remote_command]
+    return ['ssh', *SSH_OPTIONS, *extra, '-p', str(host.ssh_port), host.name, *arguments]
+
+
+def with_addresses(hosts, hosts_file):
+    """The hosts with the address each is reached at by ps-lite: the HostName that ssh's
+    configuration gives it (`ssh -G`, which connects nowhere), the user left out;
+    a HostsFileError naming hosts_file if ssh can't tell or gives an IPv6 address."""
+    resolved = []
+    for host in hosts:
+        argv = ssh_command(host)
+        config = subprocess.run([argv[0], '-G', *argv[1:]], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, timeout=REACH_TIMEOUT)
+        names = [line.split()[1] for line in config.stdout.splitlines()
+                 if line.startswith('hostname ')]
+        if config.returncode != 0 or not names:
+            why = (config.stderr.strip().splitlines() or ['no hostname'])[-1]
+            raise HostsFileError(f'--hosts {hosts_file}: ssh -G {host.name} cannot say '
+                                 f'which address {host.name} is: {why}')
+        if ':' in names[0]:
+            raise HostsFileError(f'--hosts {hosts_file}: ssh reaches {host.name} at '
+                                 f'{names[0]}, an IPv6 address; {IPV4_ONLY}')
+        resolved.append(host._replace(address=names[0]))
+    return resolved
 
 
 def unreachable(hosts, folder, python):

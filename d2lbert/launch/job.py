@@ -71,8 +71,8 @@ def free_port(first=FIRST_PORT, last=FIRST_PORT + 900):
 def plan_job(command, num_workers, num_servers, hosts=None, root_uri=None, port=None):
     """The `Process`es of a job running `command` (a list of arguments).
 
-    hosts: `hosts.Host`s to run servers and workers on by ssh (None: all here, on
-    127.0.0.1). root_uri: the scheduler's address as the hosts reach it (default: this
+    hosts: `hosts.Host`s to run servers and workers on by ssh, their addresses resolved
+    (`hosts.with_addresses`) (None: all here, on 127.0.0.1). root_uri: the scheduler's address as the hosts reach it (default: this
     machine's address, found as `dmlc_tracker` does). port: the scheduler's port
     (default: the first free one from 9091).
     """
@@ -113,7 +113,7 @@ def remote_process(role, index, host, command, job_env):
     with the job's variables and this shell's `FORWARDED_PREFIXES` ones."""
     variables = {name: value for name, value in os.environ.items()
                  if name.startswith(FORWARDED_PREFIXES) or name in FORWARDED_NAMES}
-    variables.update(job_env, DMLC_ROLE=role, DMLC_NODE_HOST=host.name)
+    variables.update(job_env, DMLC_ROLE=role, DMLC_NODE_HOST=host.address)
     tethered = [sys.executable, '-I', TETHER, str(TETHER_SECONDS),
                 *with_this_python(command)]
     remote = (f'cd {shlex.quote(os.getcwd())} && exec env '

@@ -10,7 +10,9 @@ signal to the launcher (Ctrl-C, SIGTERM), stops the job:
 3. one line says which process failed and its exit code; the launcher exits with it.
 
 A process also gets SIGTERM if the launcher itself is killed (Linux's parent-death
-signal). A process on another host runs under `tether.py`, to which the launcher
+signal). SIGHUP (the terminal closed, the ssh session dropped) stops the job too, unless
+the launcher was started ignoring it (`nohup d2lbert launch ... &`): then it is left
+ignored, and the processes, which inherit that, train on. A process on another host runs under `tether.py`, to which the launcher
 writes a byte through ssh every `HEARTBEAT` seconds. When the link to a host is cut,
 ssh hears nothing from there for 15 s and exits with 255, which stops the job, naming
 the host; the processes there, hearing nothing either, stop themselves.
@@ -140,6 +142,14 @@ def raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
 
+def handled_signals():
+    """The signals that stop the job: SIGINT, SIGTERM, and SIGHUP unless this process
+    ignores it (as `nohup` starts a program)."""
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        return (signal.SIGINT, signal.SIGTERM)
+    return (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def say(text):
     print(f'd2lbert launch: {text}', file=sys.stderr, flush=True)
 
@@ -149,7 +159,7 @@ def run(processes, log=say):
 
     Returns the launcher's exit code: 0 if every process exited with 0.
     """
-    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    handled = handled_signals()
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in handled}
     started = []
     try:

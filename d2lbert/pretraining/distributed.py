@@ -20,13 +20,20 @@ exactly the update of one process that reads all the workers' batches (with
   the same summed gradient, clips its global norm, and makes the same update.
 * **One writer.** Only the first worker (rank 0) writes checkpoints, metrics and the
   plot; the workers' logged losses are added up (`Worker.add_up`) before it writes them.
+  It also decides for the job whether a --resume continues from a checkpoint or starts
+  over, and which vocabulary every worker reads the text with (`Worker.broadcast`,
+  `Worker.share_vocabulary`).
 
 `d2lbert launch` (in `d2lbert.launch`) starts the processes of a ps-lite job,
 Horovod's `horovodrun` those of a Horovod job.
 """
+import atexit
 import dataclasses
 import os
+import sys
 import warnings
+
+from ..data.vocab_files import vocab_as_bytes, vocab_from_bytes
 
 # The kvstores that make a job of several worker processes: MXNet's parameter server's,
 # and Horovod's.
@@ -40,6 +47,8 @@ HOROVOD_INSTALL = ('HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI
 # What `d2lbert launch` (or MXNet's own launcher) sets in every process of a ps-lite job.
 DMLC_VARIABLES = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT', 'DMLC_NUM_SERVER',
                   'DMLC_NUM_WORKER')
+# The exit code of a worker that leaves a ps-lite job unfinished (`leave_unless_done`).
+LEFT_UNFINISHED = 1
 # kvstore keys of the small vectors that workers add up; the Trainer's keys are the
 # parameter indices 0, 1, 2, ...
 SUM_KEY_BASE = 1_000_000_000
@@ -58,12 +67,14 @@ class Worker:
         process ('device', 'local'), else the job's created kvstore.
     summed_keys: the kvstore keys `sum` has created.
     kernels: whether d2lbert's C++ kernels (`fast.accelerate`) can run in this process.
+    done: whether its training has ended well (see `leave_unless_done`).
     """
     rank: int = 0
     num_workers: int = 1
     kvstore: object = 'device'
     kernels: bool = True
     summed_keys: set = dataclasses.field(default_factory=set, repr=False)
+    done: bool = False
 
     @property
     def is_first(self):
@@ -82,6 +93,23 @@ class Worker:
         total = nd.zeros(len(values))
         self.kvstore.pushpull(key, nd.array(values), out=total)
         return [float(v) for v in total.asnumpy()]
+
+    def broadcast(self, values):
+        """The first worker's list of numbers, on every worker (every worker must call
+        this at the same point, with as many values; exact for integers below 2**24, as
+        the kvstore adds up float32s)."""
+        return self.sum(values if self.is_first else [0] * len(values))
+
+    def share_vocabulary(self, vocab):
+        """The first worker's vocabulary, on every worker: the first passes its own, the
+        others None (each call of every worker at the same point). It is sent as the
+        bytes of its files (`vocab_as_bytes`), one number each."""
+        if self.num_workers == 1:
+            return vocab
+        data = vocab_as_bytes(vocab) if self.is_first else b''
+        size = int(self.broadcast([len(data)])[0])
+        received = self.broadcast(list(data) if self.is_first else [0] * size)
+        return vocab if self.is_first else vocab_from_bytes(bytes(map(int, received)))
 
     def step_totals(self, batches):
         """(prediction slots, sentence pairs) of one step of the whole job, given this
@@ -132,7 +160,21 @@ def join_job(kvstore):
     check_dmlc_environment(kvstore)
     import mxnet as mx
     store = mx.kv.create(kvstore)
-    return Worker(store.rank, store.num_workers, store)
+    worker = Worker(store.rank, store.num_workers, store)
+    atexit.register(leave_unless_done, worker)  # (which keeps the kvstore until then)
+    return worker
+
+
+def leave_unless_done(worker):
+    """At the exit of a ps-lite worker whose training did not end well (an error, a
+    signal): exit at once, with code `LEFT_UNFINISHED`, its error message printed.
+    Otherwise MXNet's kvstore, at exit, waits for every process of the job (ps-lite's
+    `Finalize`), and they wait for this worker's gradients: the job would hang instead
+    of stopping (`d2lbert launch` stops it when a process exits with an error)."""
+    if not worker.done:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(LEFT_UNFINISHED)
 
 
 def join_horovod_job():

@@ -287,18 +287,22 @@ def resolve_contexts(options):
 
 def output_folder(options, worker):
     """(the run's folder, whether the run continues from a checkpoint): the first worker
-    prepares it (`prepare_out_dir`) and alone writes there; the others only read the
-    checkpoint they resume from."""
+    prepares it (`prepare_out_dir`) and alone writes there, and decides for every
+    worker whether the run continues (a --resume of a run killed before its first
+    checkpoint starts over); the others only read the checkpoint they resume from."""
     if worker.is_first:
-        return prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
-                               {'--data': options.data, '--config': options.config,
-                                '--model': options.model},
-                               TRAJECTORY)
-    if options.resume and not (options.out and ckpt.list_checkpoints(options.out)):
+        out, resumes = prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
+                                       {'--data': options.data, '--config': options.config,
+                                        '--model': options.model},
+                                       TRAJECTORY)
+        worker.broadcast([int(resumes)])
+        return out, resumes
+    resumes = bool(worker.broadcast([0])[0])
+    if resumes and not (options.out and ckpt.list_checkpoints(options.out)):
         raise RunError(f'--resume: worker {worker.rank} finds no complete checkpoint '
                        f'in --out {options.out} (every machine must see it: a shared '
                        'folder, or a copy at the same path)')
-    return options.out, options.resume
+    return options.out, resumes
 
 
 def read_config_flag(path):
@@ -380,12 +384,27 @@ def fast_path_of(options, worker):
     return fast
 
 
-def load_text(options, text, start=None):
+def load_job_text(options, text, start, worker):
+    """`load_text` on every worker of a job, with one vocabulary: the first worker reads
+    the text first, and the others then read it with its vocabulary
+    (`Worker.share_vocabulary`), not one of their own (Hugging Face's WordPiece trainer
+    is not deterministic, and workers on machines with caches apart would each learn
+    one). On one machine the others then find the first's cache entries."""
+    if worker.is_first:
+        train_iter, valid_iter, vocab = load_text(options, text, start)
+        worker.share_vocabulary(vocab)
+        return train_iter, valid_iter, vocab
+    return load_text(options, text, start, worker.share_vocabulary(None))
+
+
+def load_text(options, text, start=None, vocab=None):
     """(training batches, held-out batches, vocabulary) of the `RunText`, read as the
-    tokenizer of --model (`start`) reads, if given; a RunError naming the flag if the text
-    makes no training batch or no held-out example."""
+    tokenizer of --model (`start`) reads, if given, or with vocab, if given; a RunError
+    naming the flag if the text makes no training batch or no held-out example."""
     full_sentences = options.objective == 'mlm'  # RoBERTa's packed texts, no pairs
     model_text = start.data_options() if start else {}
+    if vocab is not None:
+        model_text['vocab'] = vocab
     try:
         train_iter, vocab = load_data_wiki(
             options.batch_size, options.max_len, text.train, 'train', seed=options.seed,
@@ -425,7 +444,7 @@ def pretrain(options, start=None):
     for line in text.lines if worker.is_first else ():
         print(line, flush=True)
     out, resumes = output_folder(options, worker)
-    train_iter, valid_iter, vocab = load_text(options, text, start)
+    train_iter, valid_iter, vocab = load_job_text(options, text, start, worker)
     net, config = starting_net(options, vocab, start, ctxs)
     precision = resolve_precision(options.precision, options.amp)
     trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
@@ -457,8 +476,10 @@ def pretrain(options, start=None):
     stream = ShardStream(train_iter, state['epoch'], state['index'], worker.rank,
                          worker.num_workers)
     try:
-        return _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter, log,
-                           config, vocab, state, out, worker, start is not None)
+        summary = _train_loop(options, net, trainer, loss_scale, ctxs, stream, valid_iter,
+                              log, config, vocab, state, out, worker, start is not None)
+        worker.done = True
+        return summary
     except OSError as error:  # a full disk while writing metrics, plots or checkpoints
         raise disk_fault(error.filename or out, error) from None
 

@@ -1,11 +1,14 @@
 """Directories that appear complete or not at all, and the temporary folders a killed
-process leaves (named after its process id, so a later run can remove them)."""
+process leaves (named after its machine and process id, so that a later run on the same
+machine can remove them, and one on another machine sharing the folder leaves them)."""
 import contextlib
 import os
+import re
 import shutil
+import socket
 import tempfile
 
-OUR_TEMPORARIES = '.tmp-d2lbert-'  # + process id + '-'
+OUR_TEMPORARIES = '.tmp-d2lbert-'  # + host name + '@' + process id + '-'
 
 
 @contextlib.contextmanager
@@ -61,21 +64,40 @@ def process_alive(pid):
     return True
 
 
+def host_name():
+    """This machine's name, as a temporary's name holds it (no '@' or '/')."""
+    return re.sub(r'[^A-Za-z0-9._-]', '_', socket.gethostname())
+
+
 def temporary_prefix():
     """The name prefix of this process's temporary files and folders beside outputs."""
-    return f'{OUR_TEMPORARIES}{os.getpid()}-'
+    return f'{OUR_TEMPORARIES}{host_name()}@{os.getpid()}-'
+
+
+def temporary_owner(name):
+    """(host name, process id) of a temporary's name; the host is None in a name
+    written by an older d2lbert (`.tmp-d2lbert-PID-...`), the id None if unreadable."""
+    rest = name[len(OUR_TEMPORARIES):]
+    host, at, rest = rest.rpartition('@')  # the random end of the name holds no '@'
+    owner = rest.partition('-')[0]
+    return (host if at else None), (int(owner) if owner.isdigit() else None)
 
 
 def sweep_temporaries(folder):
-    """Remove from `folder` the temporary files and folders of d2lbert processes that
-    are no longer running (a kill leaves them: nothing else removes them)."""
+    """Remove from `folder` the temporary files and folders of d2lbert processes of this
+    machine that are no longer running (a kill leaves them: nothing else removes them).
+    Another machine's are left alone: with the folder on a shared file system, that
+    machine's process may be writing them (an older d2lbert's, named without a machine,
+    count as this machine's)."""
     try:
         names = [name for name in os.listdir(folder) if name.startswith(OUR_TEMPORARIES)]
     except OSError:
         return
     for name in names:
-        owner = name[len(OUR_TEMPORARIES):].partition('-')[0]
-        if owner.isdigit() and int(owner) != os.getpid() and process_alive(int(owner)):
+        host, owner = temporary_owner(name)
+        if host not in (None, host_name()):
+            continue
+        if owner is not None and owner != os.getpid() and process_alive(owner):
             continue
         path = os.path.join(folder, name)
         if os.path.isdir(path) and not os.path.islink(path):
