@@ -208,7 +208,13 @@ def load_data_wiki(batch_size, max_len, data=None, split='train', vocab=None,
     Returns:
         ``(data_iter, vocab)``; ``data_iter`` is a :class:`PretrainingBatches`
         whose batches are ``(tokens, segments, valid_lens, pred_positions,
-        mlm_weights, mlm_labels, nsp_labels)``.
+        mlm_weights, mlm_labels, nsp_labels)``: (batch_size, seq_len) ids,
+        (batch_size,) lengths, (batch_size, num_preds) positions, weights and
+        labels, (batch_size,) next-sentence labels.
+
+        data_iter, vocab = load_data_wiki(batch_size=512, max_len=64)
+        for tokens, segments, valid_lens, *targets in data_iter:
+            ...
     """
     path = corpus_file(data, split, base_url)
     examples = build_pretraining_examples(path, max_len, seed, vocab,

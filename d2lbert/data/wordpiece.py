@@ -59,6 +59,10 @@ class WordPieceVocab:
 
     lowercase=True (the "uncased" BERTs) lower-cases the text and strips accents
     before splitting it into word pieces; lowercase=False keeps it as it is.
+
+        vocab = WordPieceVocab.load('bert-base-uncased/vocab.txt')
+        vocab.tokenize('Unaffable!')         # ['un', '##aff', '##able', '!']
+        vocab[['un', '##aff']], vocab.cls_id  # [4895, 10354], 101
     """
 
     def __init__(self, idx_to_token, lowercase=True, source='vocab.txt'):

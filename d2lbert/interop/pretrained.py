@@ -161,12 +161,17 @@ def model_source(path_or_name):
     return {'path': path, 'kind': kind, 'files': os.path.abspath(files), 'sha1': checksum}
 
 
-def get_bert_encoding(net, vocab, tokens_a, tokens_b=None):
-    """Encode one sentence (or a pair) with a pretrained BERT.
+def get_bert_encoding(net, vocab, tokens_a: Sequence[str],
+                      tokens_b: Optional[Sequence[str]] = None):
+    """Encode one sentence (or a pair) with a pretrained BERT, as the d2l book's
+    function of the same name (for a batch of texts: `encode_batch`).
 
     tokens_a, tokens_b: lists of tokens (e.g. `'a crane is flying'.split()`)
     returns: (1, len(tokens_a) + len(tokens_b or []) + 2 or 3, num_hiddens), the
     encodings of `<cls> a <sep> [b <sep>]`.
+
+        encoded = get_bert_encoding(net, vocab, ['a', 'crane', 'is', 'flying'])
+        encoded[:, 0, :]  # the <cls> vector, (1, num_hiddens)
     """
     ids = [vocab.cls_id] + vocab[list(tokens_a)] + [vocab.sep_id]
     segments = [0] * len(ids)

@@ -9,8 +9,12 @@ class AddNorm(nn.LayerNorm):
       X: the block's input, Y: what its sublayer (attention or FFN) made of it.
 
     It is a LayerNorm (its parameters gamma and beta) applied to the sum.
+
+        add_norm = AddNorm(num_hiddens=4, dropout=0.5)
+        add_norm.initialize()
+        add_norm(np.ones((2, 3, 4)), np.ones((2, 3, 4))).shape  # (2, 3, 4)
     """
-    def __init__(self, num_hiddens, dropout, epsilon=1e-5, **kwargs):
+    def __init__(self, num_hiddens: int, dropout: float, epsilon: float = 1e-5, **kwargs):
         super().__init__(epsilon=epsilon, in_channels=num_hiddens, **kwargs)
         self.dropout_rate = dropout
         with self.name_scope():

@@ -19,6 +19,9 @@ def masked_softmax(scores, valid_lens):
     first `length` entries only, so scores at padded keys never enter it. (The book
     replaces them with -1e6 first, `npx.sequence_mask`, which also gives them a weight
     of exactly 0 in float32, with one more pass over the scores.)
+
+        weights = masked_softmax(np.ones((2, 1, 3, 4)), np.array([2, 4]))
+        # weights[0, 0, 0] = [0.5, 0.5, 0, 0], weights[1, 0, 0] = [0.25] * 4
     """
     F = checks.namespace(scores)
     if valid_lens is None:
@@ -40,8 +43,12 @@ class MultiHeadAttention(nn.HybridBlock):
     outputs are concatenated and projected once more (`output`). The projections'
     weights are parameters of this block (query_weight, ...), as in every BERT
     checkpoint.
+
+        attention = MultiHeadAttention(num_hiddens=8, num_heads=2, dropout=0.1)
+        attention.initialize()
+        attention(np.ones((2, 5, 8)), np.array([3, 5])).shape  # (2, 5, 8)
     """
-    def __init__(self, num_hiddens, num_heads, dropout=0.0, **kwargs):
+    def __init__(self, num_hiddens: int, num_heads: int, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         if num_hiddens % num_heads:
             raise ValueError(f'num_hiddens ({num_hiddens}) must be divisible by '

@@ -17,8 +17,13 @@ class BERTClassifier(nn.HybridBlock):
     The encoder and the pooler (the tanh layer of the next-sentence head, as in the
     book and Hugging Face) are the pretrained model's own blocks, shared, not copied;
     dropout and the output layer are new.
+
+        bert, vocab = d2lbert.load_pretrained('bert.small')
+        classifier = BERTClassifier(bert, num_classes=3)
+        classifier.output.initialize()
+        classifier(*d2lbert.encode_batch(vocab, ['a', 'b c'])).shape  # (2, 3)
     """
-    def __init__(self, bert, num_classes, dropout=0.1, **kwargs):
+    def __init__(self, bert, num_classes: int, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)
         if num_classes < 1:
             raise ValueError(f'num_classes must be at least 1, got {num_classes}')
@@ -53,7 +58,9 @@ class MeanPooledClassifier(BERTClassifier):
     pretrained on little text learns that for its own sentence pairs only, and its
     `<cls>` encoding carries little else about one text; the mean keeps what every
     token's encoding learned (the tokens' meaning in context), as Sentence-BERT reads
-    texts (Reimers and Gurevych, 2019).
+    texts (Reimers and Gurevych, 2019). Built like `BERTClassifier`::
+
+        classifier = MeanPooledClassifier(bert, num_classes=2)
     """
     def hybrid_forward(self, F, tokens, segments, valid_lens):
         encoded = self.encoder(tokens, segments, valid_lens)

@@ -25,6 +25,10 @@ class BERTConfig:
 
     `attention_dropout` (dropout of the attention weights) follows `dropout` unless it
     is given: None, the default, becomes the value of `dropout` on construction.
+    `num_layers` is the number of Transformer blocks (the blocks' `num_blks`).
+
+        config = BERTConfig.original(vocab_size=30522, size='base')  # BERT-base
+        net = BERTModel.from_config(config)
     """
     vocab_size: int
     num_hiddens: int = 128

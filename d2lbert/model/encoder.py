@@ -20,6 +20,12 @@ class BERTEncoder(nn.HybridBlock):
 
     Options: attention_dropout (default: dropout), type_vocab_size=2,
     hidden_act='relu'|'gelu', embedding_layer_norm=False, layer_norm_eps=1e-5.
+
+        encoder = BERTEncoder(vocab_size=10000, num_hiddens=128, ffn_num_hiddens=256,
+                              num_heads=2, num_blks=2, dropout=0.2)
+        encoder.initialize()
+        tokens = np.random.randint(0, 10000, (2, 8))
+        encoder(tokens, np.zeros((2, 8)), np.array([8, 5])).shape  # (2, 8, 128)
     """
     def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
                  num_heads: int, num_blks: int, dropout: float, max_len: int = 1000,

@@ -31,9 +31,14 @@ class MaskLMDecoder(nn.HybridBlock):
     layer_norm_eps=1e-5, and tied_weight: a Parameter of shape (vocab_size,
     num_hiddens), normally the token embedding, to use as the output weight
     (Google's BERT); the output bias is always the decoder's own.
+
+        mlm = MaskLMDecoder(vocab_size=10000, num_hiddens=128)
+        mlm.initialize()
+        positions = np.array([[1, 5, 2], [6, 1, 5]])
+        mlm(np.ones((2, 8, 128)), positions).shape  # (2, 3, 10000)
     """
-    def __init__(self, vocab_size, num_hiddens, hidden_act='relu', layer_norm_eps=1e-5,
-                 tied_weight=None, **kwargs):
+    def __init__(self, vocab_size: int, num_hiddens: int, hidden_act: str = 'relu',
+                 layer_norm_eps: float = 1e-5, tied_weight=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         with self.name_scope():
@@ -64,8 +69,12 @@ class NextSentenceClassifier(nn.HybridBlock):
 
     The pooler (Dense with tanh) is available on its own as `self.pooler`, e.g. for
     fine-tuning.
+
+        nsp = NextSentenceClassifier(num_hiddens=128)
+        nsp.initialize()
+        nsp(np.ones((2, 128))).shape  # (2, 2)
     """
-    def __init__(self, num_hiddens, **kwargs):
+    def __init__(self, num_hiddens: int, **kwargs):
         super().__init__(**kwargs)
         with self.name_scope():
             self.pooler = nn.Dense(num_hiddens, activation='tanh', in_units=num_hiddens)

@@ -22,6 +22,10 @@ class BERTForQuestionAnswering(nn.HybridBlock):
     and an example's loss does not depend on how much padding its batch has. The
     other positions' logits are exactly the output layer's, as Hugging Face's
     `BertForQuestionAnswering` computes them (it masks nothing).
+
+        qa = BERTForQuestionAnswering(bert)  # bert: a pretrained BERTModel
+        qa.output.initialize()
+        start_logits, end_logits = qa(tokens, segments, valid_lens)  # (batch, seq_len) each
     """
     def __init__(self, bert, **kwargs):
         super().__init__(**kwargs)

@@ -18,8 +18,12 @@ class BERTTagger(nn.HybridBlock):
     one `Dense` applied to every token's vector, are new. With a sub-word tokenizer
     only the first piece of each word carries the word's tag; the others, like padding
     and the special tokens, have the label `IGNORED`, which the loss and decoding skip.
+
+        tagger = BERTTagger(bert, num_tags=9)  # bert: a pretrained BERTModel
+        tagger.output.initialize()
+        tagger(tokens, segments, valid_lens).shape  # (batch_size, seq_len, 9)
     """
-    def __init__(self, bert, num_tags, dropout=0.1, **kwargs):
+    def __init__(self, bert, num_tags: int, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)
         if num_tags < 1:
             raise ValueError(f'num_tags must be at least 1, got {num_tags}')

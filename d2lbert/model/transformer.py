@@ -1,4 +1,6 @@
 """The Transformer encoder block that BERT stacks."""
+from typing import Optional
+
 from mxnet.gluon import nn
 
 from .attention import MultiHeadAttention
@@ -19,8 +21,13 @@ class PositionWiseFFN(nn.HybridBlock):
     """Two dense layers applied to every position independently.
 
     forward(X): (batch_size, seq_len, num_hiddens) -> (batch_size, seq_len, num_hiddens)
+
+        ffn = PositionWiseFFN(num_hiddens=4, ffn_num_hiddens=8)
+        ffn.initialize()
+        ffn(np.ones((2, 3, 4))).shape  # (2, 3, 4)
     """
-    def __init__(self, num_hiddens, ffn_num_hiddens, hidden_act='relu', **kwargs):
+    def __init__(self, num_hiddens: int, ffn_num_hiddens: int, hidden_act: str = 'relu',
+                 **kwargs):
         super().__init__(**kwargs)
         with self.name_scope():
             self.dense1 = nn.Dense(ffn_num_hiddens, flatten=False, in_units=num_hiddens)
@@ -38,9 +45,15 @@ class TransformerEncoderBlock(nn.HybridBlock):
     forward(X, valid_lens):
       X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
       returns: (batch_size, seq_len, num_hiddens)
+
+        block = TransformerEncoderBlock(num_hiddens=24, ffn_num_hiddens=48, num_heads=8,
+                                        dropout=0.5)
+        block.initialize()
+        block(np.ones((2, 100, 24)), np.array([3, 2])).shape  # (2, 100, 24)
     """
-    def __init__(self, num_hiddens, ffn_num_hiddens, num_heads, dropout,
-                 attention_dropout=None, hidden_act='relu', layer_norm_eps=1e-5, **kwargs):
+    def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int,
+                 dropout: float, attention_dropout: Optional[float] = None,
+                 hidden_act: str = 'relu', layer_norm_eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)
         if attention_dropout is None:
             attention_dropout = dropout

@@ -73,13 +73,15 @@ def to_device(array, ctx, dtype=None):
     return wrapped.as_in_ctx(ctx)
 
 
-def try_gpu(i=0):
-    """`mx.gpu(i)` if that GPU is usable, else `mx.cpu()`."""
+def try_gpu(i: int = 0) -> mx.Context:
+    """`mx.gpu(i)` if that GPU is usable, else `mx.cpu()`, as the d2l book's:
+    `net.initialize(ctx=d2lbert.try_gpu())`."""
     return mx.gpu(i) if i in usable_gpu_ids() else mx.cpu()
 
 
-def try_all_gpus():
-    """All usable GPUs, or `[mx.cpu()]` when there is none (never an empty list)."""
+def try_all_gpus() -> list:
+    """All usable GPUs, or `[mx.cpu()]` when there is none (never an empty list), as
+    the d2l book's: `net.initialize(ctx=d2lbert.try_all_gpus())`."""
     return [mx.gpu(i) for i in usable_gpu_ids()] or [mx.cpu()]
 
 

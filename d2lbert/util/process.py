@@ -16,12 +16,15 @@ from .blas import set_blas_core
 from .threads import set_default_threads
 
 
-def configure_cpu():
+def configure_cpu() -> bool:
     """Set OMP_NUM_THREADS, GOMP_SPINCOUNT (`.threads`) and OPENBLAS_CORETYPE (`.blas`)
     where the user has not, for MXNet to read when it loads.
 
     Returns True if MXNet was not loaded yet (the settings take effect), else False
     with a warning: OpenMP and OpenBLAS read these variables once, when MXNet loads.
+
+        import d2lbert
+        d2lbert.configure_cpu()   # first thing, before mxnet is imported
     """
     if 'mxnet' in sys.modules:
         warnings.warn('d2lbert.configure_cpu() has no effect once MXNet is imported: '
