@@ -265,3 +265,27 @@ def test_a_fresh_masked_lm_head_learns_faster(hf_bare, hf_masked_lm):
         assert {mults.pop(param) for param in head} == {head_mult}
         assert set(mults.values()) == {1.0}
         assert net.mlm.output_weight is net.encoder.token_embedding.weight
+
+
+def test_a_model_saved_from_python_is_continued_and_fine_tuned(text_file, tmp_path, capsys):
+    """`d2lbert.save_pretrained` writes a folder that `pretrain --model` continues
+    (its config and vocabulary carry over) and that `finetune --model` starts from."""
+    import d2lbert
+    from mxnet import init
+    vocab = d2lbert.Vocab({token: 1 for token in ['.', *WORDS]})
+    net = d2lbert.BERTModel(len(vocab), 32, 64, 2, 1, 0.1, max_len=40)
+    net.initialize(init.Normal(0.02))
+    saved = d2lbert.save_pretrained(net, vocab, str(tmp_path / 'saved'))
+    out = continue_model(saved, text_file, tmp_path / 'run', capsys)
+    with open(os.path.join(out, 'config.json')) as f:
+        assert d2lbert.BERTConfig.from_dict(json.load(f)) == net.config
+    with open(os.path.join(out, 'run.json')) as f:
+        assert json.load(f)['model']['sha1'] == folder_sha1(saved)
+    table = tmp_path / 'labels.tsv'
+    table.write_text('text\tlabel\n' + ''.join(
+        f'word{i} word{i + 1} .\t{i % 2}\n' for i in range(40)), encoding='utf-8')
+    code, err = run_main(['finetune', '--task', 'csv', '--data', str(table), '--dev',
+                          str(table), '--model', saved, '--out', str(tmp_path / 'tuned'),
+                          '--epochs', '1', '--batch-size', '8', '--max-len', '16',
+                          '--no-progress'], capsys)
+    assert code == 0, err
