@@ -292,8 +292,8 @@ def output_folder(options, worker):
     checkpoint starts over); the others only read the checkpoint they resume from."""
     if worker.is_first:
         out, resumes = prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
-                                       {'--data': options.data, '--config': options.config,
-                                        '--model': options.model},
+                                       {'--data': options.data, '--valid': options.valid,
+                                        '--config': options.config, '--model': options.model},
                                        TRAJECTORY)
         worker.broadcast([int(resumes)])
         return out, resumes
