@@ -40,3 +40,61 @@ def test_valid_inside_out_survives_overwrite(workdir, capsys):
     assert '--valid' in one_line_error(code, err)
     with open(valid, 'rb') as f:
         assert f.read() == before
+
+
+def file_bytes(folder):
+    """{path: bytes} of every file under folder."""
+    found = {}
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            with open(os.path.join(parent, name), 'rb') as f:
+                found[os.path.join(parent, name)] = f.read()
+    return found
+
+
+CONTINUED_RUN = ('--objective', 'mlm', '--batch-size', '4', '--max-len', '16', '--steps',
+                 '2', '--save-every', '1', '--eval-every', '0', '--no-progress')
+
+
+def test_resume_refuses_data_that_changed(workdir, capsys):
+    """A --model run (a fixed vocabulary), its --data appended to, then --resume: it
+    trained on, on another shuffle and another held-out split."""
+    from conftest import save_tiny_model
+    from d2lbert.data import Vocab
+    from test_text_formats import WORDS
+    os.makedirs(workdir / 'model')
+    model = save_tiny_model(workdir / 'model', Vocab({word: 1 for word in WORDS}))
+    data = write(workdir / 'text.txt', '\n'.join(random_texts(300)) + '\n')
+    code, _, err = run_main(['pretrain', '--model', model, '--data', data, '--out', 'run',
+                             *CONTINUED_RUN], capsys)
+    assert code == 0, err
+    checkpoints = file_bytes(workdir / 'run' / 'checkpoints')
+    with open(data, 'a', encoding='utf-8') as f:
+        f.write('\n'.join(random_texts(300, seed=1)) + '\n')
+    code, _, err = run_main(['pretrain', '--out', 'run', '--resume'], capsys)
+    assert '--data' in one_line_error(code, err) and 'changed' in err
+    assert file_bytes(workdir / 'run' / 'checkpoints') == checkpoints
+    with open(data, encoding='utf-8') as f:  # the same text again (a new mtime): resumed
+        lines = f.readlines()[:300]
+    write(data, ''.join(lines))
+    code, _, err = run_main(['pretrain', '--out', 'run', '--resume', '--steps', '3'], capsys)
+    assert code == 0, err
+
+
+def test_resume_reads_with_the_runs_own_vocabulary(workdir, capsys, monkeypatch):
+    """A WordPiece run resumed with its data cache wiped: Hugging Face's trainer would
+    learn another vocabulary; the resume takes the one the run folder holds."""
+    import shutil
+    from d2lbert.data import loader
+    data = write(workdir / 'text.txt', '\n'.join(random_texts(300)) + '\n')
+    args = ['pretrain', '--data', data, '--out', 'run', '--preset', 'book', '--vocab',
+            'wordpiece', '--vocab-size', '100', *CONTINUED_RUN]
+    code, _, err = run_main(args, capsys)
+    assert code == 0, err
+    shutil.rmtree(workdir / 'home')
+
+    def learning(*args, **kwargs):
+        raise AssertionError('a resume learned a vocabulary')
+    monkeypatch.setattr(loader, 'train_wordpiece', learning)
+    code, _, err = run_main(['pretrain', '--out', 'run', '--resume', '--steps', '3'], capsys)
+    assert code == 0, err

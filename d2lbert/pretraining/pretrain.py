@@ -38,6 +38,7 @@ from .evaluate import evaluate
 from .step import forward_backward
 from .start import CONTINUE_RECIPE, continued_config, continued_net
 from .text_data import run_text
+from .text_identity import RECORD_KEY as TEXT_RECORD, check_same_text, text_files
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
@@ -343,18 +344,24 @@ def starting_net(options, vocab, start, ctxs):
     return net, config
 
 
-def check_resume_matches(checkpoint, config, vocab):
-    """The run being resumed must use the same architecture and vocabulary."""
-    saved_config, saved_vocab, state = ckpt.read_checkpoint_meta(checkpoint)
+def check_same_config(checkpoint, saved_config, config):
+    """The run being resumed must keep its architecture (its vocabulary is the
+    checkpoint's own: `text_vocabulary`)."""
     if saved_config != config:
         diff = {k: (v, getattr(config, k)) for k, v in saved_config.to_dict().items()
                 if getattr(config, k) != v}
         raise RunError(f'--resume: the model config differs from {checkpoint} '
                        f'(field: (saved, now)): {diff}')
-    if saved_vocab != vocab:
-        raise RunError(f'--resume: the vocabulary built from the data differs from '
-                       f'{checkpoint}/vocab.json (different --data or --min-freq?)')
-    return state
+
+
+def text_vocabulary(saved_vocab, start):
+    """The vocabulary the text is read with: on --resume the run's own (`saved_vocab`,
+    its checkpoint's: a resume never learns one again, and Hugging Face's WordPiece
+    trainer would not learn the same one twice), else --model's (`start`), else None
+    (learned from --data)."""
+    if saved_vocab is not None:
+        return saved_vocab
+    return start.vocab if start else None
 
 
 def check_budget_left(options, state, checkpoint):
@@ -384,27 +391,27 @@ def fast_path_of(options, worker):
     return fast
 
 
-def load_job_text(options, text, start, worker):
-    """`load_text` on every worker of a job, with one vocabulary: the first worker reads
-    the text first, and the others then read it with its vocabulary
+def load_job_text(options, text, vocab, worker):
+    """`load_text` on every worker of a job, with one vocabulary: `vocab` if given (the
+    run's own on --resume, --model's: `text_vocabulary`), else the first worker's: it
+    reads the text first, and the others then read it with its vocabulary
     (`Worker.share_vocabulary`), not one of their own (Hugging Face's WordPiece trainer
     is not deterministic, and workers on machines with caches apart would each learn
     one). On one machine the others then find the first's cache entries."""
     if worker.is_first:
-        train_iter, valid_iter, vocab = load_text(options, text, start)
+        train_iter, valid_iter, vocab = load_text(options, text, vocab)
         worker.share_vocabulary(vocab)
         return train_iter, valid_iter, vocab
-    return load_text(options, text, start, worker.share_vocabulary(None))
+    return load_text(options, text, worker.share_vocabulary(None))
 
 
-def load_text(options, text, start=None, vocab=None):
-    """(training batches, held-out batches, vocabulary) of the `RunText`, read as the
-    tokenizer of --model (`start`) reads, if given, or with vocab, if given; a RunError
-    naming the flag if the text makes no training batch or no held-out example."""
+def load_text(options, text, vocab=None):
+    """(training batches, held-out batches, vocabulary) of the `RunText`, read with
+    `vocab` if given (lower-casing as it does: `reading_options`), else with a vocabulary
+    learned from --data; a RunError naming the flag if the text makes no training batch
+    or no held-out example."""
     full_sentences = options.objective == 'mlm'  # RoBERTa's packed texts, no pairs
-    model_text = start.data_options() if start else {}
-    if vocab is not None:
-        model_text['vocab'] = vocab
+    model_text = reading_options(vocab) if vocab is not None else {}
     try:
         train_iter, vocab = load_data_wiki(
             options.batch_size, options.max_len, text.train, 'train', seed=options.seed,
@@ -433,6 +440,25 @@ def load_text(options, text, start=None, vocab=None):
     return train_iter, valid_iter, vocab
 
 
+def resume_point(out, resumes, worker, files):
+    """(checkpoint, its config, its vocabulary, its state) that a --resume continues
+    from, once the first worker has checked that the run's text is the one it recorded
+    (files: `text_identity.text_files` of the text given); (None, None, None, the state
+    of a new run) when the run starts from step 0."""
+    if not resumes:
+        return None, None, None, {'epoch': 0, 'index': 0, 'step': 0}
+    if worker.is_first:
+        check_same_text(out, files)
+    checkpoint = ckpt.find_checkpoint(out)
+    return (checkpoint, *ckpt.read_checkpoint_meta(checkpoint))
+
+
+def reading_options(vocab):
+    """The `data.load_data_wiki` options that read text as a given vocabulary's
+    tokenizer does: the vocabulary, and lower-casing only for an uncased one."""
+    return {'vocab': vocab, 'lowercase': getattr(vocab, 'lowercase', True)}
+
+
 @in_numpy_mode  # MXNet's NumPy mode, for a caller from Python that did not switch it on
 def pretrain(options, start=None):
     """Run pretraining; returns a summary dict (output folder, final metrics).
@@ -444,7 +470,10 @@ def pretrain(options, start=None):
     for line in text.lines if worker.is_first else ():
         print(line, flush=True)
     out, resumes = output_folder(options, worker)
-    train_iter, valid_iter, vocab = load_job_text(options, text, start, worker)
+    files = text_files(text, options.valid is not None) if worker.is_first else None
+    checkpoint, saved_config, saved_vocab, state = resume_point(out, resumes, worker, files)
+    train_iter, valid_iter, vocab = load_job_text(options, text,
+                                                  text_vocabulary(saved_vocab, start), worker)
     net, config = starting_net(options, vocab, start, ctxs)
     precision = resolve_precision(options.precision, options.amp)
     trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
@@ -452,10 +481,8 @@ def pretrain(options, start=None):
                                static_shape=True)  # every batch has the same shape
     loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None
     log = MetricsLog(out) if worker.is_first else None
-    state = {'epoch': 0, 'index': 0, 'step': 0}
     if resumes:
-        checkpoint = ckpt.find_checkpoint(out)
-        state = check_resume_matches(checkpoint, config, vocab)
+        check_same_config(checkpoint, saved_config, config)
         if state.get('seed') != options.seed:
             raise RunError(f'--resume: --seed {options.seed} differs from the seed '
                            f'{state.get("seed")} of {checkpoint}')
@@ -467,7 +494,8 @@ def pretrain(options, start=None):
     if worker.is_first:  # the run has started (data read, model built): record it first
         # (then a kill leaves a run --resume takes), with how its text was read
         record_run(out, 'pretrain', options, {
-            'text': text.record, **({'model': start.source} if start else {})})
+            'text': text.record, TEXT_RECORD: files,
+            **({'model': start.source} if start else {})})
     if worker.is_first and not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
         config.to_json_file(os.path.join(out, 'config.json'))
