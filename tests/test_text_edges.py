@@ -98,3 +98,41 @@ def test_resume_reads_with_the_runs_own_vocabulary(workdir, capsys, monkeypatch)
     monkeypatch.setattr(loader, 'train_wordpiece', learning)
     code, _, err = run_main(['pretrain', '--out', 'run', '--resume', '--steps', '3'], capsys)
     assert code == 0, err
+
+
+def texts_of(path, **reading):
+    from d2lbert.data.text_sources import read_documents, text_source
+    return list(read_documents(text_source(path, **reading), lowercase=False))
+
+
+def test_a_json_file_is_json_lines_or_an_array_of_records(tmp_path):
+    """Hugging Face's run_mlm reads .json as JSON lines; it was read as prose, its
+    {"text": ...} syntax and all."""
+    records = [{'text': text, 'id': i} for i, text in enumerate(random_texts(60))]
+    lines = '\n'.join(json.dumps(record) for record in records) + '\n'
+    jsonl = write(tmp_path / 'texts.jsonl', lines)
+    as_lines = write(tmp_path / 'lines.json', lines)
+    as_array = write(tmp_path / 'array.json', json.dumps(records, indent=1))
+    expected = [[record['text']] for record in records]
+    assert texts_of(jsonl) == texts_of(as_lines) == texts_of(as_array) == expected
+
+
+def test_a_broken_json_array_names_the_line(tmp_path):
+    from d2lbert.data.tasks.custom import file_records
+    path = write(tmp_path / 'broken.json', '[\n{"text": "a"},\n{"text": "b"}\n{"text": "c"}]')
+    with pytest.raises(ValueError, match=r'broken.json, line 4: expected "," or "\]"'):
+        list(file_records(path))
+
+
+def test_a_table_field_of_a_whole_article_trains(workdir, capsys):
+    """csv refuses fields longer than 131,072 characters unless told otherwise."""
+    article = ' '.join(random_texts(40_000))
+    assert len(article) > 400_000
+    rows = [article] + random_texts(200, seed=1)
+    data = write(workdir / 'articles.tsv', 'text\n' + '\n'.join(rows) + '\n')
+    code, _, err = run_main(['pretrain', '--data', data, '--objective', 'mlm', '--out', 'out',
+                             *TINY_RUN], capsys)
+    assert code == 0, err
+    with open(workdir / 'out' / 'run.json') as f:
+        text = json.load(f)['text']
+    assert text['data']['words'] + text['valid']['words'] == sum(len(r.split()) for r in rows)

@@ -5,7 +5,7 @@ A file is read as *documents*, each a list of *texts*:
 * a plain text file, in one of the layouts of :mod:`.corpus` (WikiText, a
   paragraph per line, Google BERT's sentence per line with blank lines
   between documents, or ``--line-by-line``: each line one text);
-* a table (``.tsv``, ``.csv``, ``.jsonl``, read by :mod:`.tasks.custom`): each
+* a table (``.tsv``, ``.csv``, ``.jsonl``, ``.json``, read by :mod:`.tasks.custom`): each
   row's ``text_column`` (``--text-column``, default ``text``) is one text and
   a document of its own; blank values are skipped.
 
@@ -80,7 +80,7 @@ class TextCounts:
 
 
 def is_table_file(path):
-    """Whether the extension of ``path`` names a table: .tsv, .csv or .jsonl."""
+    """Whether the extension of ``path`` names a table: .tsv, .csv, .jsonl or .json."""
     return os.path.splitext(path)[1].lower() in TABLE_FORMATS
 
 

@@ -111,7 +111,7 @@ class PretrainOptions(TrainingOptions):
                        "'wikitext-103' (downloaded once), a folder with "
                        'wiki.{train,valid}.tokens, or a file: plain text (a paragraph per '
                        "line, Google BERT's sentence per line with blank lines between "
-                       'documents, or --line-by-line), or a table (.tsv, .csv, .jsonl) '
+                       'documents, or --line-by-line), or a table (.tsv, .csv, .jsonl, .json) '
                        'read with --text-column (see docs/pretraining.md)', text())
     valid: str = option(None, 'held-out text to evaluate on, a file in any format --data '
                         'takes', text(optional=True),
@@ -121,7 +121,7 @@ class PretrainOptions(TrainingOptions):
                                 'text per line, whatever its sentences (with --objective '
                                 'mlm: there are no sentence pairs)')
     text_column: str = option(None, "the column of a table file (--data, --valid) holding "
-                              'the text: a .tsv or .csv header name or a .jsonl field',
+                              'the text: a .tsv or .csv header name or a .jsonl/.json field',
                               text(optional=True), shown_default='text')
     preset: str = option(None, "model size: 'book' (128 hidden, 2 layers), 'small' (256, "
                          "4) or 'base' (768, 12); d2l architecture", optional(choice(SIZES)),

@@ -75,7 +75,7 @@ def check_reading_flags(options):
         raise RunError('--line-by-line applies to a plain text file given as --data or '
                        f'--valid, not to {" or ".join(files) or options.data}')
     if options.text_column is not None and not any(tables):
-        raise RunError('--text-column applies to a table file (.tsv, .csv, .jsonl) given as '
+        raise RunError('--text-column applies to a table file (.tsv, .csv, .jsonl, .json) given as '
                        f'--data or --valid, not to {" or ".join(files) or options.data}')
 
 
