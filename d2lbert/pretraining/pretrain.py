@@ -344,6 +344,15 @@ def starting_net(options, vocab, start, ctxs):
     return net, config
 
 
+def freeze_unreached(net, objective):
+    """Under --objective mlm no loss reaches the NSP head (its pooler and its output
+    layer): it gets no gradient and is left out of the optimizer (`run.setup`), so no
+    weight decay or trust ratio moves it either. It is kept bit-identical and saved as
+    it came: --model's pooler is what a fine-tuned <cls> classifier starts from."""
+    if OBJECTIVES[objective] == 0:
+        net.nsp.collect_params().setattr('grad_req', 'null')
+
+
 def check_same_config(checkpoint, saved_config, config):
     """The run being resumed must keep its architecture (its vocabulary is the
     checkpoint's own: `text_vocabulary`)."""
@@ -475,6 +484,7 @@ def pretrain(options, start=None):
     train_iter, valid_iter, vocab = load_job_text(options, text,
                                                   text_vocabulary(saved_vocab, start), worker)
     net, config = starting_net(options, vocab, start, ctxs)
+    freeze_unreached(net, options.objective)
     precision = resolve_precision(options.precision, options.amp)
     trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
                                precision, fast_path_of(options, worker), worker.kvstore,
