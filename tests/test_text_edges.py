@@ -180,3 +180,48 @@ def test_minilm_keeps_its_pooler_under_the_masked_lm(workdir, capsys):
     ours = transformers.BertModel.from_pretrained(str(workdir / 'hf')).pooler.dense
     theirs = transformers.BertModel.from_pretrained(minilm).pooler.dense
     assert torch.equal(ours.weight, theirs.weight) and torch.equal(ours.bias, theirs.bias)
+
+
+EVALUATED_TWICE = ('--preset', 'book', '--batch-size', '4', '--max-len', '16', '--steps', '2',
+                   '--vocab', 'words', '--min-freq', '1', '--eval-every', '1',
+                   '--save-every', '0', '--no-progress')
+
+
+def test_an_evaluation_reads_a_bounded_sample(workdir, capsys, monkeypatch):
+    """The held-out part (the last 5% of --data) was evaluated in full at every
+    --eval-every: 27 MB of a 540 MB file each time. Now --valid-batches of it (default
+    VALID_BATCHES), the same sample every time; 0: all of it."""
+    from d2lbert.pretraining import evaluate
+    from d2lbert.pretraining.pretrain import VALID_BATCHES
+    data = write(workdir / 'lines.txt', '\n'.join(random_texts(2000)) + '\n')
+    batches = []
+
+    def counting(net, batch, *args, **kwargs):
+        batches.append(batch)
+        return losses(net, batch, *args, **kwargs)
+    losses = evaluate.shard_losses
+    monkeypatch.setattr(evaluate, 'shard_losses', counting)
+    counts = {}
+    for limit in (None, '0'):
+        batches.clear()
+        code, _, err = run_main(['pretrain', '--data', data, '--line-by-line', '--objective',
+                                 'mlm', '--out', f'out-{limit}', *EVALUATED_TWICE,
+                                 *(['--valid-batches', limit] if limit else [])], capsys)
+        assert code == 0, err
+        counts[limit] = len(batches) // 2  # two evaluations, of the same sample
+        assert [b.tokens.tolist() for b in batches[:counts[limit]]] == [
+            b.tokens.tolist() for b in batches[counts[limit]:]]
+    assert counts[None] == VALID_BATCHES < counts['0']  # 100 held-out texts, packed
+
+
+@pytest.mark.parametrize('documents, objective', [(2, 'mlm'), (8, 'mlm'), (25, 'mlm+nsp')])
+def test_a_small_file_holds_out_little_or_names_valid(documents, objective, workdir, capsys):
+    """Of 2 documents the last (half the text) was held out; mlm+nsp under 30
+    documents was refused without a word of --valid."""
+    paragraphs = [' '.join(f'{text} .' for text in random_texts(30, seed=seed))
+                  for seed in range(documents)]
+    data = write(workdir / 'text.txt', '\n'.join(paragraphs) + '\n')
+    code, _, err = run_main(['pretrain', '--data', data, '--objective', objective, '--out',
+                             'out', *TINY_RUN], capsys)
+    assert '--valid' in one_line_error(code, err)
+    assert not os.path.exists(workdir / 'out')

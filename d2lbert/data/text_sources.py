@@ -24,6 +24,9 @@ from .tasks.custom import FILE_FORMATS, file_records
 from .tasks.tables import line_error
 
 HELD_OUT_SHARE = 0.05
+# the most of a file's words its held-out documents may be (`pretraining.text_data`
+# refuses more): of a file of 2 documents, the last is half the text
+MAX_HELD_OUT_SHARE = 2 * HELD_OUT_SHARE
 # a table's extension and its format's name ('tsv'), as `custom.file_records` takes it
 TABLE_FORMATS = {extension: extension[1:] for extension in FILE_FORMATS}
 DEFAULT_TEXT_COLUMN = 'text'
