@@ -50,7 +50,7 @@ def delimited_rows(path, delimiter='\t', quoting=csv.QUOTE_NONE):
 
     A byte-order mark at the start of the file is dropped (``utf-8-sig``).
     """
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS))
+    csv.field_size_limit(MAX_FIELD_CHARS)
     with open(path, encoding='utf-8-sig', newline='') as f:
         reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
         try:
