@@ -225,3 +225,61 @@ def test_a_small_file_holds_out_little_or_names_valid(documents, objective, work
                              'out', *TINY_RUN], capsys)
     assert '--valid' in one_line_error(code, err)
     assert not os.path.exists(workdir / 'out')
+
+
+ORDINARY_TEXT = ('Paris is big. The river, long and slow, runs to the sea! '
+                 "Don't the cat and dog sit on a mat?")
+
+
+def reference_words(text):
+    """An independent word split: lower-cased runs of letters, digits and
+    underscores, and every other visible character alone."""
+    words, word = [], ''
+    for char in text.lower() + ' ':
+        if char.isalnum() or char == '_':
+            word += char
+            continue
+        words += [word] if word else []
+        word = ''
+        words += [] if char.isspace() else [char]
+    return words
+
+
+def test_pretraining_and_fine_tuning_split_words_alike():
+    """A word vocabulary was read with sentence.split() in pretraining, with
+    word_tokenize in fine-tuning: continuing the book's model on ordinary text made
+    'paris.' one <unk>."""
+    from d2lbert.data import Vocab
+    from d2lbert.data.subwords import sentence_encoder
+    from d2lbert.data.tasks import encode_text_pair
+    words = reference_words(ORDINARY_TEXT)
+    vocab = Vocab({word: 1 for word in words})
+    pretraining = sentence_encoder(vocab)(ORDINARY_TEXT)
+    fine_tuning = encode_text_pair(ORDINARY_TEXT, None, vocab, 100)[0][1:-1]
+    assert pretraining == fine_tuning == vocab[words]
+    assert vocab.unk_id not in pretraining
+
+
+def test_a_models_vocabulary_on_new_text_says_what_it_leaves_unknown(workdir, capsys):
+    from conftest import save_tiny_model
+    from d2lbert.data import Vocab
+    known = reference_words(ORDINARY_TEXT)
+    os.makedirs(workdir / 'model')
+    model = save_tiny_model(workdir / 'model', Vocab({word: 1 for word in known}))
+    lines = [f'{text} {ORDINARY_TEXT} zebra quokka' for text in random_texts(200)]
+    data = write(workdir / 'text.txt', '\n'.join(lines) + '\n')
+    code, out, err = run_main(['pretrain', '--model', model, '--data', data, '--out', 'run',
+                               *CONTINUED_RUN], capsys)
+    assert code == 0, err
+    training = [word for line in lines[:190] for word in reference_words(line)]  # 5% held out
+    share = sum(word not in known for word in training) / len(training)
+    assert f'--model {model}: its vocabulary leaves {share:.1%} of the tokens of --data' in out
+    rows = [{'text': line, 'label': str(i % 2)} for i, line in enumerate(lines[:40])]
+    table = write(workdir / 'train.jsonl', '\n'.join(map(json.dumps, rows)) + '\n')
+    code, out, err = run_main(['finetune', '--task', 'csv', '--model', model, '--data', table,
+                               '--out', 'tuned', '--epochs', '1', '--max-len', '64',
+                               '--no-progress'], capsys)
+    assert code == 0, err
+    words = [word for row in rows for word in reference_words(row['text'])]
+    share = sum(word not in known for word in words) / len(words)
+    assert f'--model {model}: its vocabulary leaves {share:.1%} of the tokens of --data' in out

@@ -11,6 +11,7 @@ from mxnet import init
 
 
 from ..data import load_data_wiki, save_vocab
+from ..data.coverage import unknown_line, unknown_share
 from ..data.download import WIKITEXT_ARCHIVES
 from ..data.loader import VOCABULARIES
 from ..model import BERTConfig, BERTModel
@@ -494,6 +495,9 @@ def pretrain(options, start=None):
     checkpoint, saved_config, saved_vocab, state = resume_point(out, resumes, worker, files)
     train_iter, valid_iter, vocab = load_job_text(options, text,
                                                   text_vocabulary(saved_vocab, start), worker)
+    if start and worker.is_first:
+        share = unknown_share(train_iter.examples.corpus.token_ids, vocab)
+        print(unknown_line(options.model, f'--data {options.data}', share), flush=True)
     net, config = starting_net(options, vocab, start, ctxs)
     freeze_unreached(net, options.objective)
     precision = resolve_precision(options.precision, options.amp)
