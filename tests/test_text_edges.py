@@ -10,21 +10,8 @@ import os
 import pytest
 
 from conftest import run_main
+from test_inputs import minilm_folder, one_line_error, workdir  # noqa: F401 (a fixture)
 from test_text_formats import TINY_RUN, random_texts, write
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'home'))
-    return tmp_path
-
-
-def one_line_error(code, err):
-    """The command failed with one line, exit code 2, no traceback."""
-    assert code == 2, err
-    assert 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
-    return err.strip()
 
 
 def test_valid_inside_out_survives_overwrite(workdir, capsys):
@@ -167,7 +154,6 @@ def test_minilm_keeps_its_pooler_under_the_masked_lm(workdir, capsys):
     back to Hugging Face, it is MiniLM's own."""
     torch = pytest.importorskip('torch')
     transformers = pytest.importorskip('transformers')
-    from test_inputs import minilm_folder
     minilm = minilm_folder()
     data = write(workdir / 'text.txt', '\n'.join(random_texts(300)) + '\n')
     code, _, err = run_main(['pretrain', '--model', minilm, '--data', data, '--out', 'run',
