@@ -377,7 +377,7 @@ def test_predict_on_a_file_of_unknown_format_names_the_extensions(workdir, capsy
     code, _, err = run_main(['predict', '--model', model, '--data', 'garbage.bin', '--out',
                              'p.jsonl'], capsys)
     message = one_line_error(code, err)
-    assert 'garbage.bin' in message and '.csv, .jsonl, .tsv' in message, message
+    assert 'garbage.bin' in message and '.csv, .json, .jsonl, .tsv' in message, message
     assert 'file_format' not in message and not (workdir / 'p.jsonl').exists()
 
 

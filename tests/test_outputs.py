@@ -493,9 +493,13 @@ def test_corrupt_models_are_one_line(case, workspace, tmp_path, capsys):
     ('one class', r'train\.jsonl.*only one label'),
     ('non-UTF-8', r'train\.csv.*UTF-8'),
 ])
-def test_bad_training_files_are_one_line(case, message, workspace, tmp_path, capsys):
-    """Issue bullets 7 and 8."""
+def test_bad_training_files_are_one_line(case, message, workspace, tmp_path, capsys,
+                                        monkeypatch):
+    """Issue bullets 7 and 8 (a field over the limit: here 100,000 characters, in place
+    of MAX_FIELD_CHARS, 2^30)."""
     import re
+    from d2lbert.data.tasks import tables
+    monkeypatch.setattr(tables, 'MAX_FIELD_CHARS', 100_000)
     if case in ('non-string text', 'one class'):
         train = tmp_path / 'train.jsonl'
         text = 17 if case == 'non-string text' else '"a river"'

@@ -23,8 +23,9 @@ else ``'paragraphs'``.
 
 As in the book, text is lowercased and headings are skipped; documents with
 fewer than ``min_sentences`` texts are skipped (2 by default: a document
-without a sentence pair is no use to next sentence prediction). Tokens are
-whitespace separated: ``sentence.split()``. A byte-order mark is dropped;
+without a sentence pair is no use to next sentence prediction). The texts are
+tokenized later, by the vocabulary (`words.word_tokenize` for a vocabulary of words,
+WordPiece for word pieces). A byte-order mark is dropped;
 Windows line ends (CRLF) read as line ends.
 
 Everything is a generator, so a 500 MB corpus is never held in memory.
@@ -80,7 +81,7 @@ def read_paragraphs(path, file_format='auto', lowercase=True, min_sentences=2):
     """Yield each document of ``path`` with at least ``min_sentences`` texts, as a
     list of text strings (sentences; whole lines for ``'lines'``).
 
-    Each text string is tokenized by ``text.split()``.
+    The texts are not tokenized yet (see the module doc).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.

@@ -26,6 +26,7 @@ from .corpus import read_paragraphs
 from .ragged import offsets_from_lengths
 from .subwords import sentence_encoder
 from .vocab import Vocab
+from .words import word_tokenize
 
 
 def token_dtype(vocab_size):
@@ -34,11 +35,12 @@ def token_dtype(vocab_size):
 
 
 def count_tokens(paragraphs):
-    """Token -> count over an iterable of paragraphs (lists of sentences)."""
+    """Token -> count over an iterable of paragraphs (lists of sentences), tokenized
+    as the words of a word vocabulary are (`words.word_tokenize`)."""
     counts = collections.Counter()
     for paragraph in paragraphs:
         for sentence in paragraph:
-            counts.update(sentence.split())
+            counts.update(word_tokenize(sentence))
     return counts
 
 

@@ -39,8 +39,9 @@ from .ragged import concat_ranges, offsets_from_lengths
 
 PAIRS_PER_CHUNK = 1 << 14
 # 3: Google BERT's layout, a sentence per line; FULL-SENTENCES. 4: examples as indices
-# into the corpus, never copies of its tokens (`PretrainingExamples`)
-FORMAT_VERSION = 4
+# into the corpus, never copies of its tokens (`PretrainingExamples`). 5: a word
+# vocabulary's words split as every command splits them (`words.word_tokenize`)
+FORMAT_VERSION = 5
 
 
 @dataclasses.dataclass(frozen=True)

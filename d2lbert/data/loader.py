@@ -31,7 +31,7 @@ import os
 from .bundled import bundled_corpus_directory
 from .batches import PretrainingBatches
 from ..util.files import atomic_directory, sweep_temporaries
-from ..util.hashing import sha1_of_file, sha1_of_strings
+from ..util.hashing import remembered_sha1_of_file, sha1_of_strings
 from .cache import data_home, discard, is_intact, prepared_in_turn, seal
 from .corpus import guess_file_format
 from .download import WIKITEXT_ARCHIVES, wikitext_directory
@@ -114,7 +114,7 @@ def build_pretraining_examples(path, max_len=128, seed=0, vocab=None,
         raise ValueError(f'corpus file {path!r} is empty')
     source = source or TextSource(path, guess_file_format(path, file_format))
     min_texts = 1 if options.full_sentences else 2
-    corpus_key = sha1_of_strings(sha1_of_file(path), *source.key(), lowercase,
+    corpus_key = sha1_of_strings(remembered_sha1_of_file(path), *source.key(), lowercase,
                                  min_texts, FORMAT_VERSION)
     corpus_cache = os.path.join(data_home(), 'cache', corpus_key)
     with prepared_in_turn(corpus_cache, path):  # once per machine, not once per process

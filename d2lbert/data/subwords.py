@@ -28,6 +28,7 @@ import functools
 import numpy as np
 
 from .wordpiece import SPECIAL_TOKENS, WordPieceVocab
+from .words import word_tokenize
 
 DEFAULT_VOCAB_SIZE = 8000
 # WikiText's markup: '<unk>' for its rare words, '@-@' '@,@' '@.@' for the hyphens,
@@ -62,7 +63,8 @@ def train_wordpiece(sentences, vocab_size=DEFAULT_VOCAB_SIZE, lowercase=True):
 
 def sentence_encoder(vocab, cache_size=1 << 18):
     """The function sentence -> token ids (list of int) that encodes a corpus for vocab:
-    WordPiece for a `WordPieceVocab`, else the book's whitespace split.
+    WordPiece for a `WordPieceVocab`, else the book's words (`words.word_tokenize`, as
+    every other command tokenizes for a word vocabulary).
 
     WordPiece tokenizes each space-separated word on its own (BERT's basic tokenizer
     splits at every space first), so the ids of the `cache_size` most recently seen
@@ -70,7 +72,7 @@ def sentence_encoder(vocab, cache_size=1 << 18):
     occurrence (ten times faster on WikiText), in memory bounded by `cache_size`.
     """
     if not isinstance(vocab, WordPieceVocab):
-        return lambda sentence: vocab[sentence.split()]
+        return lambda sentence: vocab[word_tokenize(sentence)]
 
     @functools.lru_cache(maxsize=cache_size)
     def word_ids(word):

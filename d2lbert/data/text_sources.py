@@ -5,7 +5,7 @@ A file is read as *documents*, each a list of *texts*:
 * a plain text file, in one of the layouts of :mod:`.corpus` (WikiText, a
   paragraph per line, Google BERT's sentence per line with blank lines
   between documents, or ``--line-by-line``: each line one text);
-* a table (``.tsv``, ``.csv``, ``.jsonl``, read by :mod:`.tasks.custom`): each
+* a table (``.tsv``, ``.csv``, ``.jsonl``, ``.json``, read by :mod:`.tasks.custom`): each
   row's ``text_column`` (``--text-column``, default ``text``) is one text and
   a document of its own; blank values are skipped.
 
@@ -24,6 +24,9 @@ from .tasks.custom import FILE_FORMATS, file_records
 from .tasks.tables import line_error
 
 HELD_OUT_SHARE = 0.05
+# the most of a file's words its held-out documents may be (`pretraining.text_data`
+# refuses more): of a file of 2 documents, the last is half the text
+MAX_HELD_OUT_SHARE = 2 * HELD_OUT_SHARE
 # a table's extension and its format's name ('tsv'), as `custom.file_records` takes it
 TABLE_FORMATS = {extension: extension[1:] for extension in FILE_FORMATS}
 DEFAULT_TEXT_COLUMN = 'text'
@@ -80,7 +83,7 @@ class TextCounts:
 
 
 def is_table_file(path):
-    """Whether the extension of ``path`` names a table: .tsv, .csv or .jsonl."""
+    """Whether the extension of ``path`` names a table: .tsv, .csv, .jsonl or .json."""
     return os.path.splitext(path)[1].lower() in TABLE_FORMATS
 
 

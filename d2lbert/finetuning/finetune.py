@@ -19,6 +19,9 @@ import dataclasses
 import math
 import os
 
+import numpy as np
+
+from ..data.coverage import unknown_line, unknown_share
 from ..data.squad import DOC_STRIDE, MAX_QUERY_LEN
 from ..data.tasks.custom import LABEL_TYPES
 from ..run import checkpoint as ckpt
@@ -183,6 +186,14 @@ def read_task(options, vocab):
     return read(task, options, vocab)
 
 
+def print_unknown_share(options, train, vocab):
+    """Say how much of the training text --model's vocabulary leaves unknown
+    (`data.coverage`); train: the encoded training items (with `token_ids`)."""
+    ids = np.fromiter((i for item in train for i in item.token_ids), dtype=np.int64)
+    text = f'--data {options.data}' if options.data else f'--task {options.task}'
+    print(unknown_line(options.model, text, unknown_share(ids, vocab)), flush=True)
+
+
 def resume_state(checkpoint, info, config, vocab, seed):
     """The state of the checkpoint a run resumes from, which must have been made with
     the same task settings, model and seed."""
@@ -217,6 +228,7 @@ def finetune(options, pretrained):
         raise RunError(f'--max-len {options.max_len} exceeds the model\'s '
                        f'{config.max_len} positions')
     task = read_task(options, vocab)
+    print_unknown_share(options, task.train, vocab)
     info = task.info
     out, resumes = prepare_out_dir(
         options, 'finetune', f'finetune-{options.task.replace("/", "-")}-%Y%m%d-%H%M%S',

@@ -3,7 +3,7 @@
     NamedTaskFiles   a task of `data.tasks` (`load_task`): --data is a folder holding
                      its split files under their usual names (or one training file);
                      without --data they are downloaded where they can be
-    OwnTaskFile      your own .csv, .tsv or .jsonl file (`data.tasks.read_task_file`)
+    OwnTaskFile      your own .csv, .tsv, .jsonl or .json file (`data.tasks.read_task_file`)
     SquadFiles       SQuAD JSON files (`qa_task` reads them), downloaded without --data
 
 The dev set is --dev, else the task's dev split in the --data folder (if there is one).
@@ -49,7 +49,7 @@ class NamedTaskFiles:
 class OwnTaskFile:
     """Your own files; the dev and other files take the training file's labels, so that
     class ids agree."""
-    needs_data = ('your training file (.csv, .tsv or .jsonl with text[, text_pair], label '
+    needs_data = ('your training file (.csv, .tsv, .jsonl or .json with text[, text_pair], label '
                   'columns)')
 
     def train(self, data, label_type='class'):

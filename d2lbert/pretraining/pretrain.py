@@ -11,6 +11,7 @@ from mxnet import init
 
 
 from ..data import load_data_wiki, save_vocab
+from ..data.coverage import unknown_line, unknown_share
 from ..data.download import WIKITEXT_ARCHIVES
 from ..data.loader import VOCABULARIES
 from ..model import BERTConfig, BERTModel
@@ -38,6 +39,7 @@ from .evaluate import evaluate
 from .step import forward_backward
 from .start import CONTINUE_RECIPE, continued_config, continued_net
 from .text_data import run_text
+from .text_identity import RECORD_KEY as TEXT_RECORD, check_same_text, text_files
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
@@ -64,6 +66,14 @@ REAL_TEXT_RECIPE = {'preset': 'small', 'batch_size': 128, 'lr': 5e-4}
 # lines were 0.001 short; chapter_bert/tools/first_steps_study.py, docs/pretraining.md).
 MLM_RECIPE = {'optimizer': 'adamw', 'lr': 1.4e-3, 'batch_size': 256}
 DEFAULT_EVERY = 100  # the default --eval-every and --save-every of a --steps run
+# Held-out batches an evaluation reads by default: a fixed sample of the held-out text
+# (the same batches every time), whatever its size. An evaluation batch costs at most
+# two thirds of a training step (one forward pass; a second one scores whole words of a
+# WordPiece vocabulary) against a step's forward and backward, so the default run's
+# evaluations (after every 100 of 500 steps, and at step 0 when continuing a model: 6)
+# take at most 6 * 10 * 2/3 = 40 step-times, 8% of the run. In full, a 540 MB file's
+# held-out 5% (27 MB) was read at every evaluation.
+VALID_BATCHES = 10
 # Without --warmup, the learning rate rises over the first fifth of the steps. BERTAdam
 # (Google's BERT optimizer) has no bias correction: over its first hundred updates a
 # step is 3 to 6.5 times the learning rate, and a short warmup at lr 1e-3 throws this
@@ -110,7 +120,7 @@ class PretrainOptions(TrainingOptions):
                        "'wikitext-103' (downloaded once), a folder with "
                        'wiki.{train,valid}.tokens, or a file: plain text (a paragraph per '
                        "line, Google BERT's sentence per line with blank lines between "
-                       'documents, or --line-by-line), or a table (.tsv, .csv, .jsonl) '
+                       'documents, or --line-by-line), or a table (.tsv, .csv, .jsonl, .json) '
                        'read with --text-column (see docs/pretraining.md)', text())
     valid: str = option(None, 'held-out text to evaluate on, a file in any format --data '
                         'takes', text(optional=True),
@@ -120,7 +130,7 @@ class PretrainOptions(TrainingOptions):
                                 'text per line, whatever its sentences (with --objective '
                                 'mlm: there are no sentence pairs)')
     text_column: str = option(None, "the column of a table file (--data, --valid) holding "
-                              'the text: a .tsv or .csv header name or a .jsonl field',
+                              'the text: a .tsv or .csv header name or a .jsonl/.json field',
                               text(optional=True), shown_default='text')
     preset: str = option(None, "model size: 'book' (128 hidden, 2 layers), 'small' (256, "
                          "4) or 'base' (768, 12); d2l architecture", optional(choice(SIZES)),
@@ -166,6 +176,9 @@ class PretrainOptions(TrainingOptions):
                              'fifth of the time')
     keep: int = option(3, 'keep the newest K checkpoints (at least 1: --resume needs it)',
                        integer(1))
+    valid_batches: int = option(VALID_BATCHES, 'held-out batches each evaluation reads: a '
+                                'sample of the held-out text drawn once (0: all of it)',
+                                integer(0, note=' (0: all of the held-out text)'))
     kvstore: str = option('device', 'MXNet kvstore for gradient all-reduce: '
                           f'{", ".join(KVSTORES)} (dist_*: a job of several processes, see '
                           'd2lbert launch)', choice(KVSTORES))
@@ -292,8 +305,8 @@ def output_folder(options, worker):
     checkpoint starts over); the others only read the checkpoint they resume from."""
     if worker.is_first:
         out, resumes = prepare_out_dir(options, 'pretrain', 'bert-%Y%m%d-%H%M%S',
-                                       {'--data': options.data, '--config': options.config,
-                                        '--model': options.model},
+                                       {'--data': options.data, '--valid': options.valid,
+                                        '--config': options.config, '--model': options.model},
                                        TRAJECTORY)
         worker.broadcast([int(resumes)])
         return out, resumes
@@ -343,18 +356,33 @@ def starting_net(options, vocab, start, ctxs):
     return net, config
 
 
-def check_resume_matches(checkpoint, config, vocab):
-    """The run being resumed must use the same architecture and vocabulary."""
-    saved_config, saved_vocab, state = ckpt.read_checkpoint_meta(checkpoint)
+def freeze_unreached(net, objective):
+    """Under --objective mlm no loss reaches the NSP head (its pooler and its output
+    layer): it gets no gradient and is left out of the optimizer (`run.setup`), so no
+    weight decay or trust ratio moves it either. It is kept bit-identical and saved as
+    it came: --model's pooler is what a fine-tuned <cls> classifier starts from."""
+    if OBJECTIVES[objective] == 0:
+        net.nsp.collect_params().setattr('grad_req', 'null')
+
+
+def check_same_config(checkpoint, saved_config, config):
+    """The run being resumed must keep its architecture (its vocabulary is the
+    checkpoint's own: `text_vocabulary`)."""
     if saved_config != config:
         diff = {k: (v, getattr(config, k)) for k, v in saved_config.to_dict().items()
                 if getattr(config, k) != v}
         raise RunError(f'--resume: the model config differs from {checkpoint} '
                        f'(field: (saved, now)): {diff}')
-    if saved_vocab != vocab:
-        raise RunError(f'--resume: the vocabulary built from the data differs from '
-                       f'{checkpoint}/vocab.json (different --data or --min-freq?)')
-    return state
+
+
+def text_vocabulary(saved_vocab, start):
+    """The vocabulary the text is read with: on --resume the run's own (`saved_vocab`,
+    its checkpoint's: a resume never learns one again, and Hugging Face's WordPiece
+    trainer would not learn the same one twice), else --model's (`start`), else None
+    (learned from --data)."""
+    if saved_vocab is not None:
+        return saved_vocab
+    return start.vocab if start else None
 
 
 def check_budget_left(options, state, checkpoint):
@@ -384,27 +412,27 @@ def fast_path_of(options, worker):
     return fast
 
 
-def load_job_text(options, text, start, worker):
-    """`load_text` on every worker of a job, with one vocabulary: the first worker reads
-    the text first, and the others then read it with its vocabulary
+def load_job_text(options, text, vocab, worker):
+    """`load_text` on every worker of a job, with one vocabulary: `vocab` if given (the
+    run's own on --resume, --model's: `text_vocabulary`), else the first worker's: it
+    reads the text first, and the others then read it with its vocabulary
     (`Worker.share_vocabulary`), not one of their own (Hugging Face's WordPiece trainer
     is not deterministic, and workers on machines with caches apart would each learn
     one). On one machine the others then find the first's cache entries."""
     if worker.is_first:
-        train_iter, valid_iter, vocab = load_text(options, text, start)
+        train_iter, valid_iter, vocab = load_text(options, text, vocab)
         worker.share_vocabulary(vocab)
         return train_iter, valid_iter, vocab
-    return load_text(options, text, start, worker.share_vocabulary(None))
+    return load_text(options, text, worker.share_vocabulary(None))
 
 
-def load_text(options, text, start=None, vocab=None):
-    """(training batches, held-out batches, vocabulary) of the `RunText`, read as the
-    tokenizer of --model (`start`) reads, if given, or with vocab, if given; a RunError
-    naming the flag if the text makes no training batch or no held-out example."""
+def load_text(options, text, vocab=None):
+    """(training batches, held-out batches, vocabulary) of the `RunText`, read with
+    `vocab` if given (lower-casing as it does: `reading_options`), else with a vocabulary
+    learned from --data; a RunError naming the flag if the text makes no training batch
+    or no held-out example."""
     full_sentences = options.objective == 'mlm'  # RoBERTa's packed texts, no pairs
-    model_text = start.data_options() if start else {}
-    if vocab is not None:
-        model_text['vocab'] = vocab
+    model_text = reading_options(vocab) if vocab is not None else {}
     try:
         train_iter, vocab = load_data_wiki(
             options.batch_size, options.max_len, text.train, 'train', seed=options.seed,
@@ -420,10 +448,10 @@ def load_text(options, text, start=None, vocab=None):
                        f'batch of --batch-size {options.batch_size}: give more text or a '
                        'smaller --batch-size')
     flag = '--valid' if options.valid else '--data (its held-out part)'
-    try:
+    try:  # shuffled: the first --valid-batches batches are a sample of all of it
         valid_iter, _ = load_data_wiki(
             options.batch_size, options.max_len, text.valid, 'valid',
-            seed=options.seed, shuffle=False, full_sentences=full_sentences,
+            seed=options.seed, shuffle=True, full_sentences=full_sentences,
             **{**model_text, 'vocab': vocab})
     except ValueError as error:
         raise RunError(f'{flag}: {error}') from None
@@ -431,6 +459,25 @@ def load_text(options, text, start=None, vocab=None):
         raise RunError(f'{flag}: the held-out text has no word of the vocabulary learned '
                        'from --data to mask and predict')
     return train_iter, valid_iter, vocab
+
+
+def resume_point(out, resumes, worker, files):
+    """(checkpoint, its config, its vocabulary, its state) that a --resume continues
+    from, once the first worker has checked that the run's text is the one it recorded
+    (files: `text_identity.text_files` of the text given); (None, None, None, the state
+    of a new run) when the run starts from step 0."""
+    if not resumes:
+        return None, None, None, {'epoch': 0, 'index': 0, 'step': 0}
+    if worker.is_first:
+        check_same_text(out, files)
+    checkpoint = ckpt.find_checkpoint(out)
+    return (checkpoint, *ckpt.read_checkpoint_meta(checkpoint))
+
+
+def reading_options(vocab):
+    """The `data.load_data_wiki` options that read text as a given vocabulary's
+    tokenizer does: the vocabulary, and lower-casing only for an uncased one."""
+    return {'vocab': vocab, 'lowercase': getattr(vocab, 'lowercase', True)}
 
 
 @in_numpy_mode  # MXNet's NumPy mode, for a caller from Python that did not switch it on
@@ -444,18 +491,23 @@ def pretrain(options, start=None):
     for line in text.lines if worker.is_first else ():
         print(line, flush=True)
     out, resumes = output_folder(options, worker)
-    train_iter, valid_iter, vocab = load_job_text(options, text, start, worker)
+    files = text_files(text, options.valid is not None) if worker.is_first else None
+    checkpoint, saved_config, saved_vocab, state = resume_point(out, resumes, worker, files)
+    train_iter, valid_iter, vocab = load_job_text(options, text,
+                                                  text_vocabulary(saved_vocab, start), worker)
+    if start and worker.is_first:
+        share = unknown_share(train_iter.examples.corpus.token_ids, vocab)
+        print(unknown_line(options.model, f'--data {options.data}', share), flush=True)
     net, config = starting_net(options, vocab, start, ctxs)
+    freeze_unreached(net, options.objective)
     precision = resolve_precision(options.precision, options.amp)
     trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
                                precision, fast_path_of(options, worker), worker.kvstore,
                                static_shape=True)  # every batch has the same shape
     loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None
     log = MetricsLog(out) if worker.is_first else None
-    state = {'epoch': 0, 'index': 0, 'step': 0}
     if resumes:
-        checkpoint = ckpt.find_checkpoint(out)
-        state = check_resume_matches(checkpoint, config, vocab)
+        check_same_config(checkpoint, saved_config, config)
         if state.get('seed') != options.seed:
             raise RunError(f'--resume: --seed {options.seed} differs from the seed '
                            f'{state.get("seed")} of {checkpoint}')
@@ -467,7 +519,8 @@ def pretrain(options, start=None):
     if worker.is_first:  # the run has started (data read, model built): record it first
         # (then a kill leaves a run --resume takes), with how its text was read
         record_run(out, 'pretrain', options, {
-            'text': text.record, **({'model': start.source} if start else {})})
+            'text': text.record, TEXT_RECORD: files,
+            **({'model': start.source} if start else {})})
     if worker.is_first and not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
         config.to_json_file(os.path.join(out, 'config.json'))
@@ -542,9 +595,11 @@ class Pretraining:
                 'pairs_s': f'{record["pairs_per_second"]:.0f}'}
 
     def evaluate(self, step):
-        """Held-out MLM and NSP scores (`evaluate.evaluate`), and a warning if the model
+        """Held-out MLM and NSP scores (`evaluate.evaluate`) on the first --valid-batches
+        batches of the held-out text (shuffled once: the same sample every time), and a warning if the model
         has collapsed (`collapse.collapse_warning`)."""
-        scores = evaluate(self.net, self.valid_iter, self.ctxs[0])
+        scores = evaluate(self.net, self.valid_iter, self.ctxs[0],
+                          max_batches=self.options.valid_batches or None)
         warning = collapse_warning({'step': step, **scores}, warmup_steps(self.options) or 0)
         if warning:
             scores['warning'] = warning

@@ -37,11 +37,6 @@ class StartModel:
     vocab: object
     source: dict
 
-    def data_options(self):
-        """The `data.load_data_wiki` options that read text as M's tokenizer does: its
-        vocabulary, and lower-casing only for an uncased model."""
-        return {'vocab': self.vocab, 'lowercase': getattr(self.vocab, 'lowercase', True)}
-
 
 def continued_config(start, dropout, max_len):
     """M's `BERTConfig`, with --dropout if given; --max-len must fit its positions."""

@@ -12,8 +12,8 @@ import dataclasses
 import os
 
 from ..data.download import WIKITEXT_ARCHIVES
-from ..data.text_sources import (TextCounts, count_texts, is_table_file, split_held_out,
-                                 text_source)
+from ..data.text_sources import (MAX_HELD_OUT_SHARE, TextCounts, count_texts,
+                                 is_table_file, split_held_out, text_source)
 from ..run.errors import RunError
 
 NAMED = ('bundled', *WIKITEXT_ARCHIVES)
@@ -47,10 +47,12 @@ def run_text(options):
         if options.valid is None:
             train, valid = split_held_out_flag(source, counts)
             held_out = counted('--data', valid)
+            check_held_out_share(source, counts, held_out)
             counts = subtract(counts, held_out)
             line += (f'; held out for evaluation (no --valid): the last '
                      f'{held_out.documents:,} documents, {held_out.texts:,} texts')
-            check_pairs(options, '--data (its held-out part)', source, held_out)
+            check_pairs(options, '--data (its held-out part)', source, held_out,
+                        also=', or give held-out text with --valid')
             record['valid'] = described(valid, held_out)
         else:
             train = source
@@ -75,7 +77,7 @@ def check_reading_flags(options):
         raise RunError('--line-by-line applies to a plain text file given as --data or '
                        f'--valid, not to {" or ".join(files) or options.data}')
     if options.text_column is not None and not any(tables):
-        raise RunError('--text-column applies to a table file (.tsv, .csv, .jsonl) given as '
+        raise RunError('--text-column applies to a table file (.tsv, .csv, .jsonl, .json) given as '
                        f'--data or --valid, not to {" or ".join(files) or options.data}')
 
 
@@ -104,15 +106,28 @@ def split_held_out_flag(source, counts):
         raise RunError(f'--data: {error}') from None
 
 
+def check_held_out_share(source, counts, held_out):
+    """The documents held out of a --data file (`split_held_out`) must be a small part
+    of its words, at most MAX_HELD_OUT_SHARE: of a file of 2 documents, the last one
+    would be half the text."""
+    share = held_out.words / max(counts.words, 1)
+    if share > MAX_HELD_OUT_SHARE:
+        raise RunError(f'--data {source.path}: {counts.documents:,} documents, read as '
+                       f'{source.describe()}: its last {held_out.documents:,}, held out for '
+                       f'evaluation, would be {share:.0%} of its words (at most '
+                       f'{MAX_HELD_OUT_SHARE:.0%}): give held-out text with --valid')
+
+
 def subtract(counts, part):
     """The counts of the rest of a file once `part` is taken out."""
     return TextCounts(*(getattr(counts, f.name) - getattr(part, f.name)
                         for f in dataclasses.fields(TextCounts)))
 
 
-def check_pairs(options, flag, source, counts):
+def check_pairs(options, flag, source, counts, also=''):
     """--objective mlm+nsp needs documents of two texts or more (two of them: a pair,
-    and another document to draw a 'not next' sentence from)."""
+    and another document to draw a 'not next' sentence from). also: another remedy
+    the message ends with."""
     if options.objective != 'mlm+nsp':
         return
     if source.file_format == 'lines' or source.is_table:
@@ -123,7 +138,7 @@ def check_pairs(options, flag, source, counts):
         raise RunError(f'{flag} {source.path}: {counts.paired_documents} document(s) of two '
                        f'sentences or more, read as {source.describe()}: too few sentence '
                        'pairs for next sentence prediction: pass --objective mlm (the '
-                       'masked LM alone)')
+                       f'masked LM alone){also}')
 
 
 def described(source, counts):

@@ -46,10 +46,13 @@ def make_trainer(net, optimizer='adam', lr=1e-3, weight_decay=0.01, kvstore='dev
     (`fast.optimizer`): the same update, clipping and zeroing in one pass. The
     optimizer is made from its class in OPTIMIZERS, not by name from MXNet's registry,
     where GluonNLP, imported later, puts its own 'bertadam'.
+    The trainer holds the parameters that have gradients (grad_req not 'null'): the
+    others are never updated, not even decayed.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f'--optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}')
-    params = net.collect_params()
+    params = {name: param for name, param in net.collect_params().items()
+              if param.grad_req != 'null'}
     for name, param in params.items():
         if no_decay(name):
             param.wd_mult = 0.0

@@ -39,8 +39,12 @@ def prepare_training(net, optimizer='adam', lr=1e-3, weight_decay=0.01, precisio
     `prepare_model`; the gradients added up over a step's batches (grad_req 'add',
     which `step.optimizer_step` zeroes); hybridized with static memory, and static
     shapes if every batch has the same (pretraining); a trainer of `optimizer`
-    (`optimizer.make_trainer`: the fast path's fused variant on the fast path)."""
+    (`optimizer.make_trainer`: the fast path's fused variant on the fast path).
+    A parameter whose grad_req is 'null' (one no loss reaches, e.g. the NSP head of
+    a masked-LM run) stays so: no gradient, no update, no weight decay."""
     prepare_model(net, precision, fast_path)
-    net.collect_params().setattr('grad_req', 'add')
+    for param in net.collect_params().values():
+        if param.grad_req != 'null':
+            param.grad_req = 'add'
     net.hybridize(static_alloc=True, static_shape=static_shape)
     return make_trainer(net, optimizer, lr, weight_decay, kvstore, fast_path)

@@ -7,11 +7,9 @@ from ``text[start:end]``.
 * a ``WordPieceVocab``: its ``tokenize_with_offsets`` (as Hugging Face's
   ``BertTokenizerFast`` with ``return_offsets_mapping=True``);
 * the book's word-level ``Vocab``: :func:`word_tokenize_with_offsets`, the
-  offsets of :func:`..tasks.encoding.word_tokenize`'s tokens.
+  offsets of :func:`..words.word_tokenize`'s tokens.
 """
-import re
-
-WORD_OR_MARK = re.compile(r'[^\w\s]|\w+')  # the tokens `..tasks.encoding.word_tokenize` makes
+from ..words import WORD_TOKEN
 
 
 def word_tokenize_with_offsets(text):
@@ -24,7 +22,7 @@ def word_tokenize_with_offsets(text):
     # A character whose lower case is longer ('İ' -> 'i' + U+0307) stands for all of it.
     origin = [i for i, ch in enumerate(text) for _ in ch.lower()]
     tokens, offsets = [], []
-    for match in WORD_OR_MARK.finditer(lowered):
+    for match in WORD_TOKEN.finditer(lowered):
         tokens.append(match.group())
         offsets.append((origin[match.start()], origin[match.end() - 1] + 1))
     return tokens, offsets

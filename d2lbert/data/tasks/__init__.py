@@ -18,13 +18,14 @@ from .conll import CONLL2003_TAGS, read_conll2003
 from .custom import read_task_file
 from .encoding import (IGNORE_LABEL, EncodedExample, encode_example,
                        encode_tagged_words, encode_task, encode_text_pair,
-                       truncate_pair, word_predictions, word_tokenize)
+                       truncate_pair, word_predictions)
 from .examples import TaggedSentence, TaskData, TaskExample
 from .glue import GLUE_LAYOUTS, read_glue
 from .iob import iob1_to_iob2
 from .load import TASK_ARCHIVES, TASKS, load_task, task_directory
 from .sample import write_sample
 from .snli import SNLI_LABELS, read_snli
+from ..words import word_tokenize
 
 __all__ = ['load_task', 'TASKS', 'read_task_file', 'read_snli', 'read_glue',
            'read_conll2003', 'iob1_to_iob2', 'TaskData', 'TaskExample',

@@ -1,4 +1,4 @@
-"""Your own data: a CSV, TSV or JSON lines file with named columns.
+"""Your own data: a CSV, TSV, JSON lines or JSON file with named columns.
 
 Columns (or JSON keys): ``text``; optionally ``text_pair`` (a second text,
 for pair tasks; missing or empty means none) and ``label``::
@@ -12,13 +12,15 @@ names are often digits ('0', '1') and scores are sometimes whole numbers.
 A file without a ``label`` column (a test set) gives labels None.
 
 CSV files use the usual CSV quoting (``"a, b"`` is one field); TSV files,
-like GLUE's, have no quoting (see :mod:`.tables`).
+like GLUE's, have no quoting (see :mod:`.tables`). A ``.json`` file is JSON lines
+or one JSON array of records, as Hugging Face's ``run_mlm`` reads it.
 """
 import csv
 import os
 
 from .examples import TaskData, TaskExample, check_label, parse_score
-from .tables import delimited_rows, field, jsonl_records, line_error, records
+from .tables import (delimited_rows, field, json_records, jsonl_records, line_error,
+                     records)
 
 LABEL_TYPES = ('class', 'number')
 
@@ -27,13 +29,13 @@ def read_task_file(path, label_type='class', labels=None, file_format=None):
     """Read your own task file into a :class:`TaskData`.
 
     Args:
-        path: a ``.csv``, ``.tsv`` or ``.jsonl`` file (see the module doc).
+        path: a ``.csv``, ``.tsv``, ``.jsonl`` or ``.json`` file (see the module doc).
         label_type: 'class' (labels are class names, strings: a JSON number
             1 becomes '1') or 'number' (float regression targets).
         labels: the task's class names in id order; by default the sorted
             names found in this file. Pass the training file's labels when
             reading its dev or test file, so that the ids agree.
-        file_format: csv, tsv or jsonl (a key of :data:`FILE_FORMATS`
+        file_format: csv, tsv, jsonl or json (a key of :data:`FILE_FORMATS`
             without its dot); by default from the extension.
     Raises:
         ValueError: naming the file and line of a missing ``text`` column, a
@@ -81,7 +83,8 @@ def tsv_records(path):
 
 
 # the readers of the file formats, by extension
-FILE_FORMATS = {'.csv': csv_records, '.tsv': tsv_records, '.jsonl': jsonl_records}
+FILE_FORMATS = {'.csv': csv_records, '.tsv': tsv_records, '.jsonl': jsonl_records,
+                '.json': json_records}
 
 
 def task_example(record, label_type, path, line_number):

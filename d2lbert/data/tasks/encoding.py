@@ -8,9 +8,9 @@ As in the book's ``get_tokens_and_segments``, one text or a pair becomes::
 **Tokenizers.** The text is split into the tokens of the vocabulary it is
 looked up in:
 
-* the book's word-level :class:`..vocab.Vocab`: :func:`word_tokenize`
+* the book's word-level :class:`..vocab.Vocab`: :func:`..words.word_tokenize`
   (lower-cased words; punctuation marks are tokens of their own, as in
-  WikiText),
+  WikiText; the same as pretraining's),
 * a ``WordPieceVocab`` (:mod:`d2lbert.data.wordpiece`): its own
   ``tokenize`` method (WordPiece, as Hugging Face's ``BertTokenizer``),
 * anything else: pass ``tokenize``, a function str -> list of str, or an
@@ -30,13 +30,12 @@ always to the first.)
 ``<sep>`` and padding get :data:`IGNORE_LABEL`, which the loss and the
 decoding skip (:func:`word_predictions`).
 """
-import re
 from typing import NamedTuple, Union
 
+from ..words import word_tokenize
 from .examples import TaggedSentence
 
 IGNORE_LABEL = -1
-PUNCTUATION = re.compile(r'([^\w\s])')
 
 
 class EncodedExample(NamedTuple):
@@ -55,16 +54,6 @@ class EncodedExample(NamedTuple):
     @property
     def valid_len(self):
         return len(self.token_ids)
-
-
-def word_tokenize(text):
-    """The book's word-level tokenization: lower-case, split at whitespace,
-    punctuation marks as tokens of their own.
-
-    >>> word_tokenize("A man's hat, red.")
-    ['a', 'man', "'", 's', 'hat', ',', 'red', '.']
-    """
-    return PUNCTUATION.sub(r' \1 ', text.lower()).split()
 
 
 def tokenizer_for(vocab, tokenize=None):

@@ -1,4 +1,4 @@
-"""Reading table-like text files (TSV, CSV, JSON lines) row by row, keeping
+"""Reading table-like text files (TSV, CSV, JSON lines, JSON) row by row, keeping
 line numbers so that every reader can say exactly where a file is wrong.
 
 A *record* is one row as a dict ``{column name: value}``; the readers call
@@ -8,11 +8,22 @@ without one (CoLA's train and dev files).
 TSV files are read with quoting switched off (``csv.QUOTE_NONE``): a quote
 character is an ordinary character, as the GLUE baselines and Hugging Face
 read GLUE's files. (GLUE's sentences contain unbalanced quotes; with the
-default quoting, csv would glue many lines into one field.)
+default quoting, csv would glue many lines into one field.) A field may be as long
+as a whole article: ``csv.field_size_limit`` is raised from its 131,072 characters to
+``MAX_FIELD_CHARS``.
+
+A ``.json`` file is read as Hugging Face's ``run_mlm`` reads it: JSON lines, or one
+JSON array of records (``[{"text": ...}, ...]``, read whole into memory).
 """
 import csv
 import itertools
 import json
+import re
+
+# the longest field a CSV or TSV file may hold (csv's default, 131,072 characters,
+# refuses a row holding a whole article); the row is in memory anyway
+MAX_FIELD_CHARS = 1 << 30
+JSON_WHITESPACE = re.compile(r'[ \t\n\r]*')
 
 
 def line_error(path, line_number, message):
@@ -39,6 +50,7 @@ def delimited_rows(path, delimiter='\t', quoting=csv.QUOTE_NONE):
 
     A byte-order mark at the start of the file is dropped (``utf-8-sig``).
     """
+    csv.field_size_limit(MAX_FIELD_CHARS)
     with open(path, encoding='utf-8-sig', newline='') as f:
         reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
         try:
@@ -97,6 +109,46 @@ def jsonl_records(path):
                 raise line_error(path, line_number,
                                  'expected a JSON object {"column": value}')
             yield line_number, record
+
+
+def json_records(path):
+    """Yield ``(line number, dict)`` for every record of a ``.json`` file: a JSON
+    array of objects (the file starts with ``[``), else JSON lines."""
+    with open(path, encoding='utf-8-sig') as f:
+        first = next((line for line in utf8_lines(f, path) if line.strip()), '')
+    if not first.lstrip().startswith('['):
+        yield from jsonl_records(path)
+        return
+    with open(path, encoding='utf-8-sig') as f:
+        text = ''.join(utf8_lines(f, path))
+    yield from json_array_records(path, text)
+
+
+def json_array_records(path, text):
+    """Yield ``(line number, dict)`` for every object of the JSON array ``text``
+    (the content of ``path``), each at the line where it starts."""
+    decoder = json.JSONDecoder()
+    position = JSON_WHITESPACE.match(text, text.index('[') + 1).end()
+    line_number = text.count('\n', 0, position) + 1
+    while not text.startswith(']', position):
+        try:
+            record, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            raise line_error(path, error.lineno, f'not valid JSON ({error.msg})') from None
+        if not isinstance(record, dict):
+            raise line_error(path, line_number, 'expected a JSON object {"column": value}')
+        yield line_number, record
+        after = JSON_WHITESPACE.match(text, end).end()
+        if text.startswith(',', after):
+            after = JSON_WHITESPACE.match(text, after + 1).end()
+        elif not text.startswith(']', after):
+            raise line_error(path, text.count('\n', 0, after) + 1,
+                             'expected "," or "]" after a record of the JSON array')
+        line_number += text.count('\n', position, after)
+        position = after
+    if text[position + 1:].strip():
+        raise line_error(path, text.count('\n', 0, position) + 1,
+                         'text after the end of the JSON array')
 
 
 def field(record, column, path, line_number):
