@@ -7,11 +7,10 @@ Predictions per head (`task_model.TaskInfo.head`):
 * tagger: a tag id per word (at each word's first piece).
 """
 import numpy as onp
-from mxnet import npx
 
-from ..data.tasks import IGNORE_LABEL, make_task_batch, padded_length
+from ..data.tasks import IGNORE_LABEL
+from ..run.inference import outputs_by_length
 from .task_metrics import METRICS
-from .task_step import task_outputs
 
 
 def predict_encoded(net, info, encoded, ctx, pad_id, batch_size=64):
@@ -19,30 +18,34 @@ def predict_encoded(net, info, encoded, ctx, pad_id, batch_size=64):
 
     predictions: see the module doc; probabilities: per example the class
     probabilities (num_classes,), the tag probabilities of each word
-    (num_words, num_tags), or None (regression).
+    (num_words, num_tags), or None (regression). The examples run in batches of
+    similar length (`run.inference.outputs_by_length`).
     """
-    predictions, probabilities = [], []
-    for start in range(0, len(encoded), batch_size):
-        chunk = encoded[start:start + batch_size]
-        batch = make_task_batch(chunk, pad_id, padded_length(chunk, info.max_len))
-        batch = batch._replace(labels=None)
-        logits = task_outputs(net, batch, ctx)
-        if info.labels is None:
-            values = logits[:, 0].asnumpy()
-            predictions += values.tolist()
-            probabilities += [None] * len(chunk)
-            continue
-        probs = npx.softmax(logits, axis=-1).asnumpy()
-        for example, row in zip(chunk, probs):
-            if info.head == 'tagger':
-                first_pieces = onp.array(example.label) != IGNORE_LABEL
-                kept = row[:example.valid_len][first_pieces]
-                predictions.append(kept.argmax(axis=-1).tolist())
-                probabilities.append(kept)
-            else:
-                predictions.append(int(row.argmax()))
-                probabilities.append(row)
+    predictions, probabilities = [None] * len(encoded), [None] * len(encoded)
+    for indices, logits in outputs_by_length(net, encoded, ctx, pad_id, batch_size):
+        for index, row in zip(indices, logits):
+            predictions[index], probabilities[index] = example_prediction(
+                info, encoded[index], row)
     return predictions, probabilities
+
+
+def example_prediction(info, example, logits):
+    """(prediction, probabilities) of one example from its logits: (num_classes,), or
+    (seq_len, num_tags) for a tagger (see `predict_encoded`)."""
+    if info.labels is None:
+        return float(logits[0]), None
+    probs = softmax(logits)
+    if info.head == 'tagger':
+        first_pieces = onp.array(example.label) != IGNORE_LABEL
+        kept = probs[:example.valid_len][first_pieces]
+        return kept.argmax(axis=-1).tolist(), kept
+    return int(probs.argmax()), probs
+
+
+def softmax(logits):
+    """Softmax over the last axis of a host array."""
+    exp = onp.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True)
 
 
 def task_scores_of(info, task_data, encoded, predictions):

@@ -12,8 +12,8 @@ the modules follow the pipeline:
 * model inputs: :mod:`.encoding` (tokens, segments, truncation, word pieces
   and their tags), :mod:`.batches` (padding into NumPy arrays).
 """
-from .batches import (TaskBatch, make_task_batch, padded_length, task_batches,
-                      training_batches)
+from .batches import (TaskBatch, length_sorted_batches, make_task_batch, padded_length,
+                      task_batches, training_batches)
 from .conll import CONLL2003_TAGS, read_conll2003
 from .custom import read_task_file
 from .encoding import (IGNORE_LABEL, EncodedExample, encode_example,
@@ -34,4 +34,5 @@ __all__ = ['load_task', 'TASKS', 'read_task_file', 'read_snli', 'read_glue',
            'encode_text_pair', 'encode_tagged_words', 'encode_example',
            'encode_task', 'truncate_pair', 'word_tokenize',
            'word_predictions', 'IGNORE_LABEL', 'TaskBatch', 'make_task_batch',
-           'task_batches', 'training_batches', 'padded_length', 'write_sample']
+           'task_batches', 'training_batches', 'length_sorted_batches', 'padded_length',
+           'write_sample']
