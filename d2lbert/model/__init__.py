@@ -3,7 +3,8 @@ chapters print. It imports nothing of d2lbert but `util`.
 
 In reading order: :mod:`.config`, :mod:`.attention`, :mod:`.add_norm`,
 :mod:`.transformer`, :mod:`.encoder`, :mod:`.heads`, :mod:`.bert`; for fine-tuning
-:mod:`.classifier`, :mod:`.tagger`, :mod:`.question_answering`; :mod:`.precision`
+:mod:`.classifier`, :mod:`.tagger`, :mod:`.question_answering`; for sentence vectors
+:mod:`.sentence_encoder`; :mod:`.precision`
 turns a model's matrix products to bfloat16 or float16 (mixed precision).
 """
 from .add_norm import AddNorm
@@ -14,6 +15,7 @@ from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
 from .question_answering import BERTForQuestionAnswering
+from .sentence_encoder import SentenceEncoder
 from .tagger import BERTTagger
 from .transformer import PositionWiseFFN, TransformerEncoderBlock
 from .precision import (ReducedPrecisionAttention, ReducedPrecisionDense, ReducedPrecisionFFN,
@@ -32,4 +34,4 @@ for block_class in (AddNorm, MultiHeadAttention, PositionWiseFFN, TransformerEnc
 __all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTClassifier',
            'MeanPooledClassifier', 'BERTTagger', 'BERTForQuestionAnswering', 'BERTConfig',
            'BERTEncoder', 'MaskLMDecoder', 'NextSentenceClassifier', 'gather_positions',
-           'PositionWiseFFN', 'TransformerEncoderBlock']
+           'PositionWiseFFN', 'TransformerEncoderBlock', 'SentenceEncoder']

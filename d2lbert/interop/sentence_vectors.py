@@ -1,0 +1,74 @@
+"""One vector per text, for many texts: `encode_texts`, and `d2lbert encode --data`.
+
+    net, vocab = d2lbert.load_pretrained('all-MiniLM-L6-v2/')   # a Hugging Face folder
+    vectors = encode_texts(net, vocab, ['A man is eating.', 'Someone eats.'],
+                           pooling='mean', normalize=True)     # (2, 384) float32
+    float(vectors[0] @ vectors[1])                             # their cosine similarity
+
+Each text is tokenized as the model's vocabulary says (`data.tasks.encode_text_pair`,
+cut to max_len tokens); the texts run in batches of similar length
+(`run.inference.outputs_by_length`) on the fast path (`d2lbert.fast`), and each text's
+token encodings are pooled into one vector (`model.SentenceEncoder`). The texts are
+taken CHUNK_BATCHES batches at a time (`vectors_in_chunks`), sorted by length within
+each chunk: a file of a million texts is never held in memory, as tokens or vectors.
+"""
+import itertools
+
+import numpy as onp
+
+from .. import fast
+from ..data.tasks import EncodedExample, encode_text_pair
+from ..model import SentenceEncoder
+from ..run.inference import outputs_by_length
+from ..run.setup import prepare_inference
+
+CHUNK_BATCHES = 64  # sorted by length within 64 batches: about as little padding as all
+
+
+def encode_texts(net, vocab, texts, pooling='mean', batch_size=64, normalize=False,
+                 max_len=None, precision='fp32'):
+    """The vectors of `texts`, one row per text, in order.
+
+    net, vocab: a pretrained BERT (`load_pretrained`); net's blocks are switched to the
+      fast path and its matrix products to `precision` ('fp32', or 'bf16' on a CPU with
+      avx512_bf16 or AMX), in place (`run.setup.prepare_inference`: the same parameters)
+    texts: a list (or any iterable) of str
+    pooling: 'mean' (of each text's token encodings) or 'cls' (`<cls>`'s encoding);
+      normalize: each vector divided by its length (`model.SentenceEncoder`)
+    max_len: the most tokens of a text, `<cls>` and `<sep>` included (default: the
+      model's max_len); longer texts are cut
+    returns: float32 NumPy array (len(texts), num_hiddens)
+    """
+    model = sentence_encoder(net, pooling, normalize, precision)
+    chunks = list(vectors_in_chunks(model, vocab, texts, batch_size, max_len))
+    if not chunks:
+        return onp.zeros((0, net.encoder.num_hiddens), dtype='float32')
+    return onp.concatenate(chunks)
+
+
+def sentence_encoder(net, pooling='mean', normalize=False, precision='fp32'):
+    """A `SentenceEncoder` of net's encoder (shared), on the fast path, in `precision`,
+    hybridized."""
+    return prepare_inference(SentenceEncoder(net.encoder, pooling, normalize), precision,
+                             fast)
+
+
+def vectors_in_chunks(model, vocab, texts, batch_size=64, max_len=None):
+    """Yield the vectors of consecutive chunks of `texts` (an iterable of str, read as
+    it goes), each a float32 NumPy array (chunk_size, num_hiddens) in the texts' order;
+    model: a `SentenceEncoder` (`sentence_encoder`)."""
+    encoder = model.encoder
+    max_len = max_len or encoder.max_len
+    ctx = encoder.token_embedding.weight.list_ctx()[0]
+    texts = iter(texts)
+    while True:
+        chunk = list(itertools.islice(texts, batch_size * CHUNK_BATCHES))
+        if not chunk:
+            return
+        encoded = [EncodedExample(*encode_text_pair(text, None, vocab, max_len)[:2], None)
+                   for text in chunk]
+        vectors = onp.empty((len(chunk), encoder.num_hiddens), dtype='float32')
+        for indices, rows in outputs_by_length(model, encoded, ctx, vocab.pad_id,
+                                               batch_size):
+            vectors[indices] = rows
+        yield vectors
