@@ -208,18 +208,27 @@ def run_answer(args, info):
 
 
 def add_encode_parser(subparsers):
-    parser = subparsers.add_parser('encode', help='encode text with a pretrained model')
+    parser = subparsers.add_parser(
+        'encode', help='encode text with a pretrained model',
+        description="Print (or --save) the vectors of a text's tokens; with --data, write "
+                    'one vector per text of a file to the .npy file --out.')
     EncodeOptions.add_arguments(parser)
     parser.set_defaults(run=run_encode)
 
 
 def run_encode(args):
+    args = EncodeOptions.from_arguments(args)
+    check_cpu_precision(args.precision)
+    if args.data is not None:
+        return run_encode_file(args)
+    return run_encode_text(args)
+
+
+def run_encode_text(args):
     import numpy
     from .interop import get_bert_encoding
     from .run.precision import use_precision
     from .run.files import check_new_file, check_output, write_file_atomically
-    args = EncodeOptions.from_arguments(args)
-    check_cpu_precision(args.precision)
     first, second = split_pair(args.text)
     save = args.save
     if save is not None:
@@ -238,6 +247,24 @@ def run_encode(args):
     else:
         numpy.set_printoptions(precision=4, suppress=True, threshold=64, edgeitems=3)
         print(f'{vectors.shape[0]} tokens x {vectors.shape[1]} dimensions:\n{vectors}')
+
+
+def run_encode_file(args):
+    """--out is written whole at the end (never over an input, a link or a file that
+    exists, unless --overwrite), after --data was read and checked once."""
+    from .interop.encode import data_source, encode_file
+    from .run.files import check_new_file, check_output
+    if not os.path.isfile(args.data):
+        raise ValueError(f'--data {args.data}: no such file')
+    check_output_file('--out', args.out)
+    check_output('--out', args.out, {'--data': args.data, '--model': args.model})
+    check_new_file('--out', args.out, args.overwrite)
+    data_source(args)  # a file that is not text, or holds none: refused before loading
+    net, vocab = load_model_flag(args.model)
+    count, hiddens, pooling = encode_file(args, net, vocab)
+    normalized = ', normalized' if args.normalize else ''
+    print(f'wrote {count} vectors of {hiddens} ({pooling} pooling{normalized}) to '
+          f'{args.out}')
 
 
 def add_fill_mask_parser(subparsers):

@@ -8,7 +8,9 @@ as::
 
 says how far it is. The bytes are counted from the characters read (one byte each,
 which UTF-8 text in English nearly is), so the last line is printed with the file's
-true size.
+true size. `TextProgress` counts texts instead (``d2lbert encode --data``)::
+
+    d2lbert: sents.txt: encoding 12,288 of 20,000 texts (61%), 512 texts/s, 15 s left
 """
 import os
 import sys
@@ -54,11 +56,31 @@ class ReadProgress:
             tail = f'done in {elapsed:.0f} s'
         else:
             left = (self.total - done) / rate if rate else float('inf')
-            tail = f'{rate / 1e6:.1f} MB/s, {left:.0f} s left'
+            tail = f'{self.rate_text(rate)}, {left:.0f} s left'
         percent = 100 * done / self.total if self.total else 100
-        print(f'd2lbert: {self.name}: {self.task} {done / 1e6:.0f} MB of '
-              f'{self.total / 1e6:.0f} MB ({percent:.0f}%), {tail}',
-              file=self.stream, flush=True)
+        print(f'd2lbert: {self.name}: {self.task} {self.amount_text(done)} '
+              f'({percent:.0f}%), {tail}', file=self.stream, flush=True)
+
+    def amount_text(self, done):
+        return f'{done / 1e6:.0f} MB of {self.total / 1e6:.0f} MB'
+
+    def rate_text(self, rate):
+        return f'{rate / 1e6:.1f} MB/s'
+
+
+class TextProgress(ReadProgress):
+    """`ReadProgress` of a pass that counts texts: ``advance(n)`` after n more texts.
+
+    >>> progress = TextProgress('sents.txt', 'encoding', total_texts=20000)
+    """
+    def __init__(self, path, task, total_texts, every=None, stream=None):
+        super().__init__(path, task, total_texts, every, stream)
+
+    def amount_text(self, done):
+        return f'{done:,} of {self.total:,} texts'
+
+    def rate_text(self, rate):
+        return f'{rate:.0f} texts/s'
 
 
 def paragraphs_with_progress(paragraphs, progress):

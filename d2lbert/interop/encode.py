@@ -1,10 +1,24 @@
 """`d2lbert encode`: the contextual vectors of a sentence or a pair (its options, and how
-the text is split and tokenized)."""
+the text is split and tokenized); with --data, one vector per text of a file
+(`encode_file`)."""
 import dataclasses
+import os
 
+from ..data.progress import TextProgress
 from ..data.tasks.encoding import tokenizer_for
-from ..run.options import Options, choice, option, text
+from ..data.text_sources import count_texts, is_table_file, read_documents, text_source
+from ..model.sentence_encoder import POOLINGS
+from ..run.files import write_file_atomically
+from ..run.npy_rows import write_npy_rows
+from ..run.options import Options, choice, integer, option, optional, text
 from ..run.precision import INFERENCE_PRECISIONS
+from ..util.options import flag
+from .sentence_config import folder_max_len, folder_pooling
+
+ENCODE_BATCH_SIZE = 64
+# the options that apply to one text, and those that apply to --data
+TEXT_OPTIONS, DATA_OPTIONS = ('save',), ('out', 'text_column', 'pooling', 'normalize',
+                                         'batch_size')
 
 
 @dataclasses.dataclass
@@ -15,10 +29,42 @@ class EncodeOptions(Options):
                         required=True)
     save: str = option(None, 'save the vectors to this .npy file (.npy added if missing)',
                        text(optional=True))
-    overwrite: bool = option(False, 'replace the file --save if it exists (default: refuse)')
-    text: str = option(None, 'a sentence; separate a pair with " ||| "', positional=True)
+    overwrite: bool = option(False, 'replace the file --save (--out) if it exists '
+                             '(default: refuse)')
+    data: str = option(None, 'a file of texts: one per line, or a .tsv, .csv or .jsonl '
+                       "table's --text-column; one vector per text to --out",
+                       text(optional=True))
+    out: str = option(None, 'with --data: the .npy file to write, (texts, hidden size) '
+                      'float32, row i the vector of text i', text(optional=True))
+    text_column: str = option(None, "a table's column of texts", text(optional=True),
+                              shown_default='text')
+    pooling: str = option(None, "with --data: a text's vector is the mean of its tokens' "
+                          "vectors, or <cls>'s", optional(choice(POOLINGS)),
+                          shown_default="the model folder's sentence-transformers pooling "
+                          '(1_Pooling/config.json), else mean')
+    normalize: bool = option(False, 'with --data: scale every vector to length 1')
+    batch_size: int = option(ENCODE_BATCH_SIZE, 'with --data: texts per batch',
+                             integer(1))
     precision: str = option('fp32', 'the type the matrix products compute in: fp32 or bf16 '
                             '(a CPU with avx512_bf16 or AMX)', choice(INFERENCE_PRECISIONS))
+    text: str = option(None, 'a sentence; separate a pair with " ||| " (or give --data)',
+                       positional=True)
+
+    def check_together(self):
+        """A text, or --data with --out; each flag only where it applies."""
+        if (self.text is None) == (self.data is None):
+            raise ValueError('give a text to encode, or --data FILE --out FILE.npy (not '
+                             'both)')
+        given = [name for name in (DATA_OPTIONS if self.text is not None else TEXT_OPTIONS)
+                 if getattr(self, name) != getattr(EncodeOptions, name, None)]
+        if given:
+            applies = '--data' if self.text is not None else 'a single text'
+            raise ValueError(f'{flag(given[0])} applies to {applies}: leave it out')
+        if self.data is not None and self.out is None:
+            raise ValueError('--data needs --out, the .npy file to write')
+        if self.text_column is not None and not is_table_file(self.data):
+            raise ValueError(f'--text-column applies to a table (.tsv, .csv, .jsonl), not to '
+                             f'{self.data}')
 
 
 def split_pair(text):
@@ -46,3 +92,49 @@ def unknown_words_line(vocab, words):
     if unknown:
         line += f" (each encoded as the unknown-word token): {' '.join(unknown)}"
     return line
+
+
+def data_source(options):
+    """The `TextSource` of --data: a table's --text-column, else one text per line;
+    and how many texts it holds (one pass over the file), errors naming --data."""
+    try:
+        source = text_source(options.data, line_by_line=True,
+                             text_column=options.text_column)
+        return source, count_texts(source, lowercase=False).texts
+    except ValueError as error:
+        raise ValueError(f'--data: {error}') from None
+
+
+def encoding_choices(options, net):
+    """(pooling, max_len) of --data: --pooling, else the model folder's, else mean; the
+    folder's max_seq_length if it has one (a longer text is cut), else the model's."""
+    folder = options.model if os.path.isdir(options.model) else None
+    try:
+        pooling = options.pooling or (folder and folder_pooling(folder)) or 'mean'
+    except ValueError as error:
+        raise ValueError(f'--model: {error}') from None
+    max_len = net.encoder.max_len
+    return pooling, min(max_len, (folder and folder_max_len(folder)) or max_len)
+
+
+def encode_file(options, net, vocab):
+    """Write the vectors of the texts of --data to --out (see `EncodeOptions`), whole or
+    not at all, the texts streamed; a progress line on stderr every few seconds.
+    Returns (number of texts, hidden size, pooling)."""
+    from .sentence_vectors import sentence_encoder, vectors_in_chunks  # the fast path
+    source, count = data_source(options)
+    pooling, max_len = encoding_choices(options, net)
+    model = sentence_encoder(net, pooling, options.normalize, options.precision)
+    progress = TextProgress(options.data, 'encoding', count)
+    texts = (text for document in read_documents(source, lowercase=False)
+             for text in document)
+
+    def chunks():
+        for vectors in vectors_in_chunks(model, vocab, texts, options.batch_size, max_len):
+            progress.advance(len(vectors))
+            yield vectors
+        progress.finish()
+    shape = (count, net.encoder.num_hiddens)
+    write_file_atomically('--out', options.out, lambda f: write_npy_rows(f, chunks(), shape),
+                          binary=True, overwrite=options.overwrite)
+    return count, shape[1], pooling

@@ -137,7 +137,8 @@ class Options:
             shown = cls.defaults_shown.get(field.name, shown)
             text = meta['help'] if shown is None else f'{meta["help"]} (default: {shown})'
             if meta['positional']:
-                parser.add_argument(field.name, type=meta['parse'] or field.type, help=text)
+                parser.add_argument(field.name, type=meta['parse'] or field.type, help=text,
+                                    nargs=None if cls.is_required(field) else '?')
                 continue
             parser.add_argument(
                 flag(field.name), dest=field.name, metavar=meta['metavar'],
