@@ -1,0 +1,171 @@
+"""Inference against the peers (issue 53): whole `d2lbert encode --data` and `d2lbert
+predict --data` processes timed (process start included) against sentence-transformers'
+`encode(batch_size=64)` and transformers' `BertForSequenceClassification` over
+length-sorted batches of 64 (model loading excluded), on the same SST-2 training
+sentences, each in its own process with the same OMP_NUM_THREADS; and how close the
+outputs are (the least cosine of a row; the share of equal labels).
+
+    python -m d2lbert.bench.inference --model MINILM_FOLDER --classifier RUN \\
+        --texts 20000 --threads 2 --precisions fp32,bf16 --json inference.json
+
+--classifier (a `d2lbert finetune` output folder) is optional: without it, encode only.
+Not yet a part of `d2lbert bench --configs`.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as onp
+
+SST2_TRAIN = os.path.join('..', 'shared', 'data', 'sst-2', 'train.tsv')
+PEER_BATCH_SIZE = 64
+
+
+def write_texts(sst2_train, count, folder):
+    """The first `count` sentences of SST-2's train.tsv as sents.txt (one per line) and
+    sents.tsv (GLUE's layout, labels kept); returns their paths."""
+    with open(sst2_train, encoding='utf-8') as f:
+        rows = f.read().splitlines()[1:count + 1]
+    txt, tsv = os.path.join(folder, 'sents.txt'), os.path.join(folder, 'sents.tsv')
+    with open(txt, 'w', encoding='utf-8') as f:
+        f.writelines(row.split('\t')[0].strip() + '\n' for row in rows)
+    with open(tsv, 'w', encoding='utf-8') as f:
+        f.write('sentence\tlabel\n' + ''.join(row + '\n' for row in rows))
+    return txt, tsv
+
+
+def timed_process(command, threads):
+    """Seconds of a whole process, OMP_NUM_THREADS=threads; a RuntimeError if it fails."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f'{" ".join(command)} failed:\n{done.stderr[-2000:]}')
+    return seconds
+
+
+def peer(kind, model, texts_file, out, threads):
+    """Run a peer in this process (model loading not timed); write its outputs to `out`
+    (.npy) and return its seconds."""
+    import torch
+    torch.set_num_threads(threads)
+    with open(texts_file, encoding='utf-8') as f:
+        texts = f.read().splitlines()
+    if kind == 'sentence-transformers':
+        from sentence_transformers import SentenceTransformer
+        encoder = SentenceTransformer(model, device='cpu')
+        start = time.perf_counter()
+        outputs = encoder.encode(texts, batch_size=PEER_BATCH_SIZE, normalize_embeddings=True)
+        seconds = time.perf_counter() - start
+    else:
+        import transformers
+        tokenizer = transformers.AutoTokenizer.from_pretrained(model)
+        classifier = transformers.BertForSequenceClassification.from_pretrained(model).eval()
+        start = time.perf_counter()
+        lengths = [len(ids) for ids in tokenizer(texts)['input_ids']]
+        order = onp.argsort(lengths, kind='stable')
+        outputs = onp.empty(len(texts), dtype='int64')
+        with torch.inference_mode():
+            for first in range(0, len(texts), PEER_BATCH_SIZE):
+                rows = order[first:first + PEER_BATCH_SIZE]
+                inputs = tokenizer([texts[i] for i in rows], padding=True, truncation=True,
+                                   return_tensors='pt')
+                outputs[rows] = classifier(**inputs).logits.argmax(-1).numpy()
+        seconds = time.perf_counter() - start
+    onp.save(out, outputs)
+    return seconds
+
+
+def timed_peer(kind, model, texts_file, out, threads):
+    command = [sys.executable, '-m', 'd2lbert.bench.inference', '--peer', kind, '--model',
+               model, '--peer-texts', texts_file, '--peer-out', out, '--threads',
+               str(threads)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f'{kind} failed:\n{done.stderr[-2000:]}')
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def bench_encode(options, txt, folder):
+    theirs = os.path.join(folder, 'st.npy')
+    results = {'sentence-transformers': {'seconds': timed_peer(
+        'sentence-transformers', options.model, txt, theirs, options.threads)}}
+    reference = onp.load(theirs)
+    for precision in options.precisions:
+        ours = os.path.join(folder, f'emb-{precision}.npy')
+        seconds = timed_process(
+            [sys.executable, '-m', 'd2lbert', 'encode', '--model', options.model, '--data',
+             txt, '--pooling', 'mean', '--normalize', '--out', ours, '--precision',
+             precision], options.threads)
+        vectors = onp.load(ours)
+        results[f'd2lbert {precision}'] = {
+            'seconds': seconds, 'rows': len(vectors),
+            'min_cosine': float((vectors * reference).sum(axis=1).min()),
+            'speedup': results['sentence-transformers']['seconds'] / seconds}
+    return results
+
+
+def bench_predict(options, tsv, txt, folder):
+    exported = os.path.join(folder, 'classifier-hf')
+    timed_process([sys.executable, '-m', 'd2lbert', 'convert', '--to-hf',
+                   options.classifier, '--out', exported], options.threads)
+    theirs = os.path.join(folder, 'transformers.npy')
+    results = {'transformers': {'seconds': timed_peer('transformers', exported, txt, theirs,
+                                                      options.threads)}}
+    with open(os.path.join(exported, 'config.json'), encoding='utf-8') as f:
+        id2label = json.load(f)['id2label']
+    reference = [id2label[str(i)] for i in onp.load(theirs)]
+    for precision in options.precisions:
+        out = os.path.join(folder, f'pred-{precision}.jsonl')
+        seconds = timed_process(
+            [sys.executable, '-m', 'd2lbert', 'predict', '--model', options.classifier,
+             '--data', tsv, '--out', out, '--precision', precision], options.threads)
+        with open(out, encoding='utf-8') as f:
+            labels = [json.loads(line)['label'] for line in f]
+        results[f'd2lbert {precision}'] = {
+            'seconds': seconds, 'rows': len(labels),
+            'equal_labels': sum(a == b for a, b in zip(labels, reference)) / len(reference),
+            'speedup': results['transformers']['seconds'] / seconds}
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--model', required=True, help='a sentence-transformers folder '
+                        '(Hugging Face BERT), e.g. all-MiniLM-L6-v2')
+    parser.add_argument('--classifier', help='a d2lbert finetune output folder')
+    parser.add_argument('--sst2', default=SST2_TRAIN, help='SST-2 train.tsv')
+    parser.add_argument('--texts', type=int, default=20000)
+    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--precisions', default='fp32,bf16')
+    parser.add_argument('--json', help='write the results to this file')
+    parser.add_argument('--peer', choices=('sentence-transformers', 'transformers'),
+                        help=argparse.SUPPRESS)
+    parser.add_argument('--peer-texts', help=argparse.SUPPRESS)
+    parser.add_argument('--peer-out', help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.peer:
+        print(peer(options.peer, options.model, options.peer_texts, options.peer_out,
+                   options.threads))
+        return
+    options.precisions = options.precisions.split(',')
+    with tempfile.TemporaryDirectory() as folder:
+        txt, tsv = write_texts(options.sst2, options.texts, folder)
+        results = {'texts': options.texts, 'threads': options.threads,
+                   'encode': bench_encode(options, txt, folder)}
+        if options.classifier:
+            results['predict'] = bench_predict(options, tsv, txt, folder)
+    print(json.dumps(results, indent=2))
+    if options.json:
+        with open(options.json, 'w', encoding='utf-8') as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == '__main__':
+    main()
