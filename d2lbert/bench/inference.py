@@ -39,14 +39,15 @@ def write_texts(sst2_train, count, folder):
 
 
 def timed_process(command, threads):
-    """Seconds of a whole process, OMP_NUM_THREADS=threads; a RuntimeError if it fails."""
+    """(seconds, stdout) of a whole process run with OMP_NUM_THREADS=threads; a
+    RuntimeError if it fails."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f'{" ".join(command)} failed:\n{done.stderr[-2000:]}')
-    return seconds
+    return seconds, done.stdout
 
 
 def peer(kind, model, texts_file, out, threads):
@@ -82,14 +83,11 @@ def peer(kind, model, texts_file, out, threads):
 
 
 def timed_peer(kind, model, texts_file, out, threads):
-    command = [sys.executable, '-m', 'd2lbert.bench.inference', '--peer', kind, '--model',
-               model, '--peer-texts', texts_file, '--peer-out', out, '--threads',
-               str(threads)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f'{kind} failed:\n{done.stderr[-2000:]}')
-    return float(done.stdout.strip().splitlines()[-1])
+    """The seconds `peer` reports, run in a process of its own."""
+    _, stdout = timed_process(
+        [sys.executable, '-m', 'd2lbert.bench.inference', '--peer', kind, '--model', model,
+         '--peer-texts', texts_file, '--peer-out', out, '--threads', str(threads)], threads)
+    return float(stdout.strip().splitlines()[-1])
 
 
 def bench_encode(options, txt, folder):
@@ -99,7 +97,7 @@ def bench_encode(options, txt, folder):
     reference = onp.load(theirs)
     for precision in options.precisions:
         ours = os.path.join(folder, f'emb-{precision}.npy')
-        seconds = timed_process(
+        seconds, _ = timed_process(
             [sys.executable, '-m', 'd2lbert', 'encode', '--model', options.model, '--data',
              txt, '--pooling', 'mean', '--normalize', '--out', ours, '--precision',
              precision], options.threads)
@@ -123,7 +121,7 @@ def bench_predict(options, tsv, txt, folder):
     reference = [id2label[str(i)] for i in onp.load(theirs)]
     for precision in options.precisions:
         out = os.path.join(folder, f'pred-{precision}.jsonl')
-        seconds = timed_process(
+        seconds, _ = timed_process(
             [sys.executable, '-m', 'd2lbert', 'predict', '--model', options.classifier,
              '--data', tsv, '--out', out, '--precision', precision], options.threads)
         with open(out, encoding='utf-8') as f:
