@@ -21,10 +21,12 @@ from ..data.tasks import EncodedExample, encode_text_pair
 from ..model import SentenceEncoder
 from ..run.inference import outputs_by_length
 from ..run.setup import prepare_inference
+from ..util.numpy_mode import in_numpy_mode
 
 CHUNK_BATCHES = 64  # sorted by length within 64 batches: about as little padding as all
 
 
+@in_numpy_mode
 def encode_texts(net, vocab, texts, pooling='mean', batch_size=64, normalize=False,
                  max_len=None, precision='fp32'):
     """The vectors of `texts`, one row per text, in order.

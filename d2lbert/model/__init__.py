@@ -28,7 +28,7 @@ for block_class in (AddNorm, MultiHeadAttention, PositionWiseFFN, TransformerEnc
                     BERTEncoder, MaskLMDecoder, NextSentenceClassifier, BERTModel,
                     BERTClassifier, MeanPooledClassifier, BERTTagger, BERTForQuestionAnswering,
                     ReducedPrecisionDense, ReducedPrecisionFFN, ReducedPrecisionAttention,
-                    ReducedPrecisionMaskLMDecoder):
+                    ReducedPrecisionMaskLMDecoder, SentenceEncoder):
     numpy_mode_block(block_class)
 
 __all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTClassifier',
