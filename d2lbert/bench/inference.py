@@ -25,17 +25,28 @@ SST2_TRAIN = os.path.join('..', 'shared', 'data', 'sst-2', 'train.tsv')
 PEER_BATCH_SIZE = 64
 
 
-def write_texts(sst2_train, count, folder):
+def write_texts(sst2_train, count, folder, column='sentence'):
     """The first `count` sentences of SST-2's train.tsv as sents.txt (one per line) and
-    sents.tsv (GLUE's layout, labels kept); returns their paths."""
+    sents.tsv (GLUE's layout, labels kept; the texts' column named `column`); returns
+    their paths."""
     with open(sst2_train, encoding='utf-8') as f:
         rows = f.read().splitlines()[1:count + 1]
     txt, tsv = os.path.join(folder, 'sents.txt'), os.path.join(folder, 'sents.tsv')
     with open(txt, 'w', encoding='utf-8') as f:
         f.writelines(row.split('\t')[0].strip() + '\n' for row in rows)
     with open(tsv, 'w', encoding='utf-8') as f:
-        f.write('sentence\tlabel\n' + ''.join(row + '\n' for row in rows))
+        f.write(f'{column}\tlabel\n' + ''.join(row + '\n' for row in rows))
     return txt, tsv
+
+
+def text_column_of(classifier):
+    """The column of texts the classifier's task reads: 'text' for a `--task csv` model,
+    'sentence' for GLUE's SST-2 (and when there is no classifier)."""
+    if classifier is None:
+        return 'sentence'
+    from ..finetuning.task_model import load_task_info
+    from ..run.models import model_folder
+    return 'text' if load_task_info(model_folder(classifier)).task == 'csv' else 'sentence'
 
 
 def timed_process(command, threads):
@@ -154,7 +165,8 @@ def main(argv=None):
         return
     options.precisions = options.precisions.split(',')
     with tempfile.TemporaryDirectory() as folder:
-        txt, tsv = write_texts(options.sst2, options.texts, folder)
+        txt, tsv = write_texts(options.sst2, options.texts, folder,
+                               text_column_of(options.classifier))
         results = {'texts': options.texts, 'threads': options.threads,
                    'encode': bench_encode(options, txt, folder)}
         if options.classifier:
