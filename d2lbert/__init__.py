@@ -2,7 +2,8 @@
 
 The public names are :data:`__all__`: the book's blocks (`BERTEncoder`, `BERTModel`,
 the task heads, ...), `BERTConfig`, loading, saving and encoding text
-(`load_pretrained`, `save_pretrained`, `encode_batch`), and the vocabularies. Each is
+(`load_pretrained`, `save_pretrained`, `encode_batch`, `encode_texts`), and the
+vocabularies. Each is
 imported when first used (PEP 562), so ``import d2lbert`` itself loads nothing,
 MXNet included, and changes nothing global: no environment variable, not MXNet's
 NumPy mode, no file. The blocks run in MXNet's NumPy mode whether or not the caller
@@ -35,7 +36,7 @@ PUBLIC_NAMES = {
     # text in, models in and out
     'Vocab': 'data', 'WordPieceVocab': 'data', 'encode_batch': 'data',
     'load_data_wiki': 'data', 'load_pretrained': 'interop', 'save_pretrained': 'interop',
-    'get_bert_encoding': 'interop',
+    'get_bert_encoding': 'interop', 'encode_texts': 'interop',
     # the process and the devices
     'configure_cpu': 'util.process', 'check_values': 'util.checks',
     'skip_value_checks': 'util.checks',

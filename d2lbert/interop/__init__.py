@@ -11,11 +11,12 @@ and PyTorch only to read a pickled pytorch_model.bin.
 from .book import BOOK_MODELS, load_book_model
 from .convert import convert_from_hf, convert_task_model_to_hf, convert_to_hf, load_model_dir
 from .huggingface import bert_from_huggingface, from_huggingface, to_huggingface
+from .sentence_vectors import encode_texts
 from .pretrained import (PRETRAINED_NAMES, get_bert_encoding, load_pretrained, model_kind,
                          save_pretrained)
 from ..data.wordpiece import WordPieceVocab
 
 __all__ = ['from_huggingface', 'to_huggingface', 'bert_from_huggingface', 'WordPieceVocab',
            'convert_from_hf', 'convert_to_hf', 'convert_task_model_to_hf', 'load_model_dir',
-           'load_pretrained', 'save_pretrained', 'model_kind', 'PRETRAINED_NAMES', 'get_bert_encoding',
+           'load_pretrained', 'save_pretrained', 'encode_texts', 'model_kind', 'PRETRAINED_NAMES', 'get_bert_encoding',
            'BOOK_MODELS', 'load_book_model']

@@ -13,6 +13,7 @@ taken CHUNK_BATCHES batches at a time (`vectors_in_chunks`), sorted by length wi
 each chunk: a file of a million texts is never held in memory, as tokens or vectors.
 """
 import itertools
+from typing import Iterable, Optional
 
 import numpy as onp
 
@@ -27,8 +28,9 @@ CHUNK_BATCHES = 64  # sorted by length within 64 batches: about as little paddin
 
 
 @in_numpy_mode
-def encode_texts(net, vocab, texts, pooling='mean', batch_size=64, normalize=False,
-                 max_len=None, precision='fp32'):
+def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
+                 batch_size: int = 64, normalize: bool = False,
+                 max_len: Optional[int] = None, precision: str = 'fp32') -> onp.ndarray:
     """The vectors of `texts`, one row per text, in order.
 
     net, vocab: a pretrained BERT (`load_pretrained`); net's blocks are switched to the
@@ -40,6 +42,11 @@ def encode_texts(net, vocab, texts, pooling='mean', batch_size=64, normalize=Fal
     max_len: the most tokens of a text, `<cls>` and `<sep>` included (default: the
       model's max_len); longer texts are cut
     returns: float32 NumPy array (len(texts), num_hiddens)
+
+        net, vocab = d2lbert.load_pretrained('all-MiniLM-L6-v2/')  # a Hugging Face folder
+        vectors = d2lbert.encode_texts(net, vocab, ['A man eats.', 'Someone is eating.'],
+                                       normalize=True)      # (2, 384)
+        vectors[0] @ vectors[1]                             # their cosine similarity
     """
     model = sentence_encoder(net, pooling, normalize, precision)
     chunks = list(vectors_in_chunks(model, vocab, texts, batch_size, max_len))
