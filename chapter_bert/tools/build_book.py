@@ -125,12 +125,15 @@ release = 0.1.0
 [build]
 index = index
 notebooks = index.md {' '.join(name + '.md' for name in chapters)}
-resources = img/ results/
-dependencies = tools/*.py tools/*.svg {package}/**/*.py {package}/**/*.cc {package}/**/*.h
+resources = img/ results/ d2lbert.bib
+dependencies = tools/*.py tools/*.svg d2lbert.bib {package}/**/*.py {package}/**/*.cc {package}/**/*.h
 source_dir = {CHAPTER_DIR}
 output_dir = {out}
 sphinx_configs = mathjax_path = 'mathjax/tex-svg.js'
-    bibtex_bibfiles = []
+    suppress_warnings = ['bibtex.duplicate_label']
+
+[pdf]
+bibfile = d2lbert.bib
 """
     with open(os.path.join(out, 'config.ini'), 'w', encoding='utf-8') as f:
         f.write(config)
