@@ -12,6 +12,19 @@ right before the marker (digits, with an optional sign, thousands commas and dec
 point) must equal the file's value rounded to the decimals shown: 0.95 matches 0.9512
 but not 0.9561.
 
+A results file may keep several dated records: a record is a dict with a "date" (an
+ISO date, "2026-11-27"; the file's top level usually is one, and so may be the rounds,
+runs or arms it keeps). The record a marker quotes is the innermost record its path
+passes through, and its key is the rest of the path, below that record. The number must
+come from the newest record of its kind: it fails if another record of the file (not
+one that encloses the quoted record) holds the same key under a later date, the same
+measurement made again, as when a list of rounds gains a newer round. A text that quotes an older record on purpose says so in the prose (its date and
+why) and in the marker, with the record's date after an @:
+
+    attention took 0.51 of the GEMM's time<!-- result bench.json rounds.0.att @2026-11-25 -->
+
+and then the record must carry that date, whatever is newer.
+
 `check_text` checks one text against a loader of results files, `check_repository`
 every such file of the repository; both return a list of `Problem`, empty when all is
 well.
@@ -23,7 +36,8 @@ import os
 import re
 
 RESULTS_DIR = os.path.join('chapter_bert', 'results')
-MARKER = re.compile(r'<!--\s*result\s+(?P<file>\S+)\s+(?P<path>[^<>]*?\S)\s*-->')
+MARKER = re.compile(r'<!--\s*result\s+(?P<file>\S+)\s+(?P<path>[^<>]*?\S)'
+                    r'(?:\s+@(?P<as_of>\d{4}-\d{2}-\d{2}\S*))?\s*-->')
 # The number, then at most one short unit (×, %, s, ms, MB, GFLOP/s, pairs/s ...),
 # then the marker.
 NUMBER_BEFORE = re.compile(
@@ -49,6 +63,7 @@ class Marker:
     number: str
     file: str
     path: str
+    as_of: str = None  # the date after @: an older record quoted on purpose
 
 
 def find_markers(text):
@@ -59,14 +74,21 @@ def find_markers(text):
         before = text[text.rfind('\n', 0, match.start()) + 1:match.start()]
         number = NUMBER_BEFORE.search(before)
         markers.append(Marker(line, number.group('number') if number else None,
-                              match.group('file'), match.group('path')))
+                              match.group('file'), match.group('path'), match.group('as_of')))
     return markers
 
 
 def lookup(data, path):
     """The value at a dot-separated path of dict keys and list indices; KeyError naming
     the first part that is not there."""
+    return walk(data, path)[-1][1]
+
+
+def walk(data, path):
+    """[(path so far, value)] from the top of `data` down to the value at `path`; KeyError
+    as `lookup`."""
     parts, value, done = path.split('.'), data, 0
+    visited = [('', data)]
     while done < len(parts):
         if isinstance(value, list):
             index = parts[done]
@@ -74,6 +96,7 @@ def lookup(data, path):
                 raise KeyError(f'no index {index!r} in a list of {len(value)} after '
                                f'{".".join(parts[:done]) or "the top"}')
             value, done = value[int(index)], done + 1
+            visited.append(('.'.join(parts[:done]), value))
             continue
         if not isinstance(value, dict):
             raise KeyError(f'{".".join(parts[:done])} is not a dict or a list')
@@ -81,11 +104,68 @@ def lookup(data, path):
             key = '.'.join(parts[done:end])
             if key in value:
                 value, done = value[key], end
+                visited.append(('.'.join(parts[:done]), value))
                 break
         else:
             raise KeyError(f'no key {parts[done]!r} in '
                            f'{".".join(parts[:done]) or "the top level"}')
-    return value
+    return visited
+
+
+def is_record(value):
+    return isinstance(value, dict) and isinstance(value.get('date'), str)
+
+
+def records(data, path=''):
+    """(path, record) of every dated record in `data`, the enclosing ones first."""
+    if isinstance(data, dict):
+        if is_record(data):
+            yield path, data
+        items = data.items()
+    elif isinstance(data, list):
+        items = ((str(i), item) for i, item in enumerate(data))
+    else:
+        return
+    for key, item in items:
+        yield from records(item, f'{path}.{key}' if path else key)
+
+
+def holds_number(record, key):
+    try:
+        value = lookup(record, key)
+    except KeyError:
+        return False
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_date(marker, data, visited):
+    """What is wrong with the date of the record a marker quotes, or None."""
+    where = f'{marker.file} {marker.path}'
+    enclosing = [(path, value) for path, value in visited[:-1] if is_record(value)]
+    if not enclosing:
+        if marker.as_of:
+            return f'{where} sits in no dated record, yet the marker says @{marker.as_of}'
+        return None
+    path, record = enclosing[-1]
+    name = path or 'the top level'
+    if marker.as_of:
+        if record['date'] != marker.as_of:
+            return (f'the marker of {where} says @{marker.as_of}, but its record '
+                    f'({name}) is dated {record["date"]}')
+        return None
+    key = marker.path[len(path) + 1:] if path else marker.path
+    skip = {id(value) for _, value in enclosing}
+    newer = [(other['date'], other_path) for other_path, other in records(data)
+             if id(other) not in skip and other['date'] > record['date']
+             and holds_number(other, key)]
+    if newer:
+        date, other_path = max(newer)
+        return (f'{where} quotes the record of {record["date"]} ({name}), but '
+                f'{other_path or "the top level"} holds {key} too and is newer '
+                f'({date}): quote the newest '
+                f'record, or say in the text that the number is older and why and end '
+                f'the marker with @{record["date"]}')
+    return None
 
 
 def as_float(number):
@@ -98,9 +178,10 @@ def check_marker(marker, data):
     if marker.number is None:
         return f'no number right before the marker of {where}'
     try:
-        value = lookup(data, marker.path)
+        visited = walk(data, marker.path)
     except KeyError as error:
         return f'{where}: {error.args[0]}'
+    value = visited[-1][1]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f'{where} is {value!r}, not a number'
     decimals = len(marker.number.split('.', 1)[1]) if '.' in marker.number else 0
@@ -108,7 +189,7 @@ def check_marker(marker, data):
     if f'{as_float(marker.number):.{decimals}f}' != expected:
         return (f'the text says {marker.number}, {where} is {value!r} '
                 f'({expected} to the {decimals} decimals shown)')
-    return None
+    return check_date(marker, data, visited)
 
 
 def check_text(text, source, load, allow_missing=False):

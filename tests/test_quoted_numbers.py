@@ -1,10 +1,12 @@
 """Numbers quoted in the book (chapter_bert/*.md, README.md, docs/*.md) with a
 `<!-- result FILE KEY.PATH -->` marker equal the results file's value, rounded to the
-decimals shown (see quoted_numbers.py).
+decimals shown, and come from the newest dated record of that measurement in the file
+unless the marker names the older record's date with @DATE (see quoted_numbers.py).
 
 While a results file is not in the repository yet, D2LBERT_ALLOW_MISSING_RESULTS=1
 skips its markers; without it, a missing file fails.
 """
+import json
 import os
 
 import pytest
@@ -111,3 +113,67 @@ def test_the_book_quotes_its_results_files():
     assert count > 0, 'no result markers found: the book quotes no measured number?'
     assert not problems, 'numbers in the text differ from their results files:\n' + \
         '\n'.join(map(str, problems))
+
+
+# Dated records: a newer record of the same measurement makes an older quote fail.
+ROUNDS = {'date': '2026-11-27', 'what': 'a step, measured in rounds',
+          'rounds': [{'date': '2026-11-25', 'seconds': 1.04, 'note': 'first'},
+                     {'date': '2026-11-27', 'seconds': 0.91}],
+          'sst2': {'date': '2026-11-26', 'accuracy': 0.81}}
+
+
+def check_rounds(text):
+    return check_text(text, 'chapter.md', {'rounds.json': ROUNDS}.get)
+
+
+def test_a_quote_of_an_older_round_fails_naming_the_newer_one():
+    [problem] = check_rounds('line\nA step took 1.04 s<!-- result rounds.json '
+                             'rounds.0.seconds -->.\n')
+    assert problem.line == 2
+    assert 'record of 2026-11-25 (rounds.0)' in problem.message
+    assert 'rounds.1 holds seconds too and is newer (2026-11-27)' in problem.message
+    assert '@2026-11-25' in problem.message
+    assert check_rounds('0.91 s<!-- result rounds.json rounds.1.seconds -->') == []
+
+
+def test_records_that_measure_something_else_or_enclose_the_quote_do_not_count():
+    """sst2 is older than the file and its rounds, but nothing newer holds its
+    accuracy; rounds.1 is as new as the file that encloses it."""
+    assert check_rounds('81%: 0.81<!-- result rounds.json sst2.accuracy -->') == []
+    assert check_rounds('0.91<!-- result rounds.json rounds.1.seconds -->') == []
+
+
+def test_an_older_top_level_with_a_newer_round_inside_fails():
+    data = {'date': '2026-11-25', 'attention_of_gemm': 0.51,
+            'third_round': {'date': '2026-11-27', 'attention_of_gemm': 0.46}}
+    [problem] = check_text('0.51<!-- result a.json attention_of_gemm -->', 'c.md',
+                           {'a.json': data}.get)
+    assert 'the top level' in problem.message and 'third_round' in problem.message
+
+
+def test_an_older_record_quoted_on_purpose_carries_its_date():
+    text = 'then 1.04 s<!-- result rounds.json rounds.0.seconds @2026-11-25 -->'
+    assert find_markers(text)[0] == Marker(1, '1.04', 'rounds.json', 'rounds.0.seconds',
+                                           '2026-11-25')
+    assert check_rounds(text) == []
+    [wrong] = check_rounds(text.replace('11-25', '11-24'))
+    assert 'says @2026-11-24, but its record (rounds.0) is dated 2026-11-25' in wrong.message
+    [undated] = check_text('1<!-- result bench.json rounds.0.seconds @2026-11-25 -->',
+                           'c.md', RESULTS.get)
+    assert 'sits in no dated record' in undated.message
+
+
+def test_the_repository_check_reads_dated_results_files(tmp_path):
+    """A tiny repository: a chapter quoting an older round of a results file fails."""
+    results = tmp_path / 'chapter_bert' / 'results'
+    results.mkdir(parents=True)
+    (results / 'tiny.json').write_text(json.dumps(ROUNDS), encoding='utf-8')
+    chapter = tmp_path / 'chapter_bert' / 'tiny.md'
+    chapter.write_text('# Tiny\n\nIt took 0.91 s<!-- result tiny.json rounds.1.seconds -->.\n',
+                       encoding='utf-8')
+    assert check_repository(str(tmp_path)) == ([], 1)
+    chapter.write_text('# Tiny\n\nIt took 1.04 s<!-- result tiny.json rounds.0.seconds -->.\n',
+                       encoding='utf-8')
+    problems, count = check_repository(str(tmp_path))
+    assert count == 1 and [(p.source, p.line) for p in problems] == [
+        (os.path.join('chapter_bert', 'tiny.md'), 3)]
