@@ -6,21 +6,13 @@ from . import kernels
 
 class FusedMultiHeadAttention(MultiHeadAttention):
     """`MultiHeadAttention` (same parameters, same results) whose scores, masked
-    softmax, dropout and weighted sum run in one operator, `d2lbert_attention`
-    (`kernels/attention.cc`).
+    softmax, dropout and weighted sum run in one operator, `d2lbert_attention`.
 
     forward(X, valid_lens): X (batch_size, seq_len, num_hiddens), or packed
-    (num_rows, num_hiddens): the examples' valid tokens one after another
-    (`d2lbert.fast.encoder`); returns X's shape.
-
-    The kernel takes the three projections as one matrix product whose output
-    columns are interleaved per head, [q_1 k_1 v_1 q_2 k_2 v_2 ...], so that one
-    head's queries, keys and values sit next to each other in memory. Where the
-    kernel can't run (GPU, float16) the book's computation runs. Under mixed
-    precision (`d2lbert.model.precision`) the projection computes in the block's
-    `compute_dtype`, and under bfloat16 the kernel takes the projection and gives the
-    context in bfloat16 (computing in float32 inside), which the output layer takes
-    as it is: no casts between the three.
+    (num_rows, num_hiddens) (`d2lbert.fast.encoder`); returns X's shape. The Q/K/V
+    projections are one product, its columns interleaved per head [q_1 k_1 v_1 ...].
+    Where the kernel can't run (GPU, float16) the book's computation runs; under
+    bfloat16 it takes the projection and gives the context in bfloat16, no casts.
     """
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):

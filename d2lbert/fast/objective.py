@@ -9,26 +9,10 @@ from .mlm_loss import masked_lm_loss, predictions
 
 
 class PretrainingObjective(nn.HybridBlock):
-    """Encoder, both heads and both losses of a `BERTModel`, in one hybridizable block.
-
-    forward(tokens, segments, valid_lens, pred_positions, mlm_weights, mlm_labels,
-            nsp_labels[, token_index, slot_index]) returns (mlm_loss, nsp_loss),
-    scalars, followed by (mlm_accuracy, nsp_accuracy) if with_accuracy.
-      tokens, segments: (batch_size, seq_len); valid_lens, nsp_labels: (batch_size,)
-      pred_positions, mlm_weights, mlm_labels: (batch_size, num_preds)
-      token_index: (num_rows,), only if packed: the encoder (a `FusedBERTEncoder`)
-        then runs on the valid tokens only (`d2lbert.data.packing`); every prediction
-        slot must point at a valid token
-      slot_index: (num_slots,), only if packed: the masked-LM head then runs on
-        these prediction slots only (flat indices into pred_positions), the real ones
-
-    It shares the model's parameters and calls its blocks, but is not one of its
-    children (`FastBERTModel` keeps it). Hybridized, the losses are part of the graph,
-    so MXNet plans their memory once instead of allocating (and the kernel zeroing)
-    hundreds of megabytes of logits every step. The masked-LM loss is `mlm_loss.py`'s;
-    with_accuracy adds an argmax over all logits, so training asks for it only on the
-    steps it logs.
-    """
+    """Encoder, both heads and both losses of a `BERTModel` in one hybridizable block,
+    sharing its parameters. forward(the batch's seven arrays[, token_index, slot_index]
+    if packed) returns (mlm_loss, nsp_loss), then (mlm_accuracy, nsp_accuracy) if
+    with_accuracy (an argmax over all logits)."""
     def __init__(self, model, with_accuracy=False, packed=False):
         super().__init__(prefix=model.prefix + 'objective_')
         self._model = weakref.ref(model)  # the model owns this block, not the reverse
