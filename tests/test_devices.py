@@ -110,24 +110,30 @@ def test_visible_gpus_parses_nvidia_smi(monkeypatch):
     assert devices.visible_gpus() == []
 
 
-def import_d2lbert_in_subprocess(omp_num_threads):
-    """Import d2lbert in a fresh interpreter and report OMP_NUM_THREADS afterwards."""
+def import_d2lbert_in_subprocess(omp_num_threads,
+                                 code='import d2lbert; d2lbert.configure_cpu()'):
+    """Run `code` (by default what a program calls to run as the d2lbert command does)
+    in a fresh interpreter and report OMP_NUM_THREADS afterwards."""
     env = {k: v for k, v in os.environ.items() if k != 'OMP_NUM_THREADS'}
     if omp_num_threads is not None:
         env['OMP_NUM_THREADS'] = omp_num_threads
     env['PYTHONPATH'] = REPO_ROOT + os.pathsep + env.get('PYTHONPATH', '')
-    code = 'import os, d2lbert; print(os.environ["OMP_NUM_THREADS"])'
+    code = f'import os; {code}; print(os.environ.get("OMP_NUM_THREADS"))'
     out = subprocess.run([sys.executable, '-W', 'ignore', '-c', code], env=env,
                          capture_output=True, text=True, timeout=120, check=True)
     return out.stdout.strip()
 
 
-def test_import_sets_omp_num_threads_to_available_cores():
+def test_configure_cpu_sets_omp_num_threads_to_available_cores():
     """Unset, OMP_NUM_THREADS becomes the number of cores this process may use."""
     assert import_d2lbert_in_subprocess(None) == str(len(os.sched_getaffinity(0)))
 
 
-def test_import_keeps_the_users_omp_num_threads():
+def test_a_plain_import_sets_no_thread_count():
+    assert import_d2lbert_in_subprocess(None, 'import d2lbert; d2lbert.BERTModel') == 'None'
+
+
+def test_configure_cpu_keeps_the_users_omp_num_threads():
     """Set by the user, it is kept."""
     assert import_d2lbert_in_subprocess('3') == '3'
 
@@ -136,7 +142,8 @@ def test_import_keeps_the_users_omp_num_threads():
 def test_default_num_threads_respects_cpu_affinity():
     """In a container limited to some cores, the affinity mask counts, not the host's
     total core count."""
-    assert d2lbert.util.threads.default_num_threads() == len(os.sched_getaffinity(0))
+    from d2lbert.util.threads import default_num_threads
+    assert default_num_threads() == len(os.sched_getaffinity(0))
 
 
 @pytest.mark.parametrize('ctx', [mx.cpu(0), mx.cpu(1)])

@@ -291,7 +291,8 @@ PYTHON_ARGUMENT = r"(?<![-\w])[a-z][a-z_]*=(?!=)|\b[a-z_]+\((?:'|\w+=)|pass [a-z
 # Messages of the Python API alone (no command reaches them), and one that describes a
 # call rather than advising one.
 API_ONLY = ('pass allow_pickle=True if you trust it', 'torch.load(weights_only=True)',
-            'max_len={}', 'seq_len={}', 'pass labels=None', 'max_query_len={}')
+            'max_len={}', 'seq_len={}', 'pass labels=None', 'max_query_len={}',
+            'pass overwrite=True to replace it whole')
 # Not messages: reprs, an ssh host file's field, code bench runs in a subprocess.
 NOT_MESSAGES = ('Vocab(size=', 'WordPieceVocab(size=', 'lowercase={}', 'slots=',
                 'import mxnet as mx; ')

@@ -45,8 +45,11 @@ def text_column_of(classifier):
     if classifier is None:
         return 'sentence'
     from ..finetuning.task_model import load_task_info
+    from ..finetuning.task_readers import OwnTaskFile
+    from ..finetuning.tasks import TASKS
     from ..run.models import model_folder
-    return 'text' if load_task_info(model_folder(classifier)).task == 'csv' else 'sentence'
+    task = load_task_info(model_folder(classifier)).task
+    return 'text' if isinstance(TASKS[task].reader, OwnTaskFile) else 'sentence'
 
 
 def timed_process(command, threads):

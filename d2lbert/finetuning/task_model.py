@@ -84,9 +84,6 @@ def build_task_model(bert, info):
                      'question_answering)')
 
 
-# the task a head is saved for when its user names none (`task_info_of`): each reads
-# the files of its kind (a CSV or TSV of texts, CoNLL-2003's tagged words, SQuAD's JSON)
-DEFAULT_TASKS = {'classifier': 'csv', 'tagger': 'conll2003', 'question_answering': 'squad1'}
 HEADS = {BERTClassifier: 'classifier', MeanPooledClassifier: 'classifier',
          BERTTagger: 'tagger', BERTForQuestionAnswering: 'question_answering'}
 

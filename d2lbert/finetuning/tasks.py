@@ -92,6 +92,9 @@ TASKS = {
     'squad1': squad('train-v1.1.json', 'dev-v1.1.json', False, ('f1', 'exact')),
 }
 TASK_NAMES = tuple(TASKS)
+# the task a head is saved for when its user names none (`task_model.task_info_of`): each
+# reads the files of its kind (a CSV or TSV of texts, CoNLL-2003's words, SQuAD's JSON)
+DEFAULT_TASKS = {'classifier': 'csv', 'tagger': 'conll2003', 'question_answering': 'squad1'}
 
 
 def tasks_with(option):
