@@ -134,6 +134,36 @@ def test_full_sentences_packing(max_len):
         assert n + lengths[b] + 1 > max_len  # the next piece did not fit: the sequence is full
 
 
+def fill_sequences_one_at_a_time(piece_lengths, max_len):
+    """`fill_sequences` as it was before issue 52: one binary search per sequence, in a
+    Python loop (the reference the vectorised one must equal)."""
+    cost_through = onp.cumsum(onp.asarray(piece_lengths, dtype=onp.int64) + 1)
+    bounds = [0]
+    while bounds[-1] < len(piece_lengths):
+        spent = cost_through[bounds[-1] - 1] if bounds[-1] else 0
+        bounds.append(int(onp.searchsorted(cost_through, spent + max_len - 1, side='right')))
+    return onp.array(bounds, dtype=onp.int64)
+
+
+@pytest.mark.parametrize('max_len', [5, 8, 16, 128])
+def test_packing_is_vectorised_and_equals_the_loop(max_len, monkeypatch):
+    """The sequences' bounds equal the old loop's on random lengths (the longest piece,
+    max_len - 2, and single pieces included), found with one binary search for all
+    pieces, not one per sequence."""
+    rng = onp.random.default_rng(max_len)
+    for num_pieces in (0, 1, 2, 1000):
+        lengths = rng.integers(1, max_len - 1, num_pieces)
+        expected = fill_sequences_one_at_a_time(lengths, max_len)
+        searches = []
+        real_search = onp.searchsorted
+        monkeypatch.setattr(onp, 'searchsorted',
+                            lambda *a, **k: searches.append(1) or real_search(*a, **k))
+        bounds = fill_sequences(lengths, max_len)
+        monkeypatch.undo()
+        assert bounds.dtype == onp.int64 and bounds.tolist() == expected.tolist()
+        assert len(searches) <= 1
+
+
 def test_full_sentence_examples_hold_every_text(tmp_path, monkeypatch):
     """Through the pipeline (cached examples): the <cls>-less, <sep>-split tokens of the
     sequences are the file's texts, in order."""

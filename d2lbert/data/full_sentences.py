@@ -16,8 +16,8 @@ shorter), each then placed as a text (so every sequence has at most
 has, and `batches.max_predictions` holds). Nothing is dropped; all segment ids
 are 0.
 
-Everything is NumPy on the flat arrays of :mod:`.encoding`; only the cut
-points are found one sequence at a time (a binary search each).
+Everything is NumPy on the flat arrays of :mod:`.encoding`, the cut points
+included (`fill_sequences`): no Python loop runs once per text or sequence.
 """
 import numpy as np
 
@@ -40,13 +40,32 @@ def fill_sequences(piece_lengths, max_len):
     """int64 (num_sequences + 1,): the first piece of every sequence (and the number
     of pieces at the end). Each sequence takes the next pieces, each with its
     ``<sep>``, while they fit with ``<cls>`` in ``max_len`` (every piece must be at
-    most ``max_len - 2`` tokens)."""
-    cost_through = np.cumsum(np.asarray(piece_lengths, dtype=np.int64) + 1)
-    bounds = [0]
-    while bounds[-1] < len(piece_lengths):
-        spent = cost_through[bounds[-1] - 1] if bounds[-1] else 0
-        bounds.append(int(np.searchsorted(cost_through, spent + max_len - 1, side='right')))
-    return np.array(bounds, dtype=np.int64)
+    most ``max_len - 2`` tokens).
+
+    Vectorised: one binary search finds, for every piece, where a sequence starting
+    there would end (`next_starts`); the chain of sequences from piece 0 is then
+    followed by pointer doubling (`chain_from_zero`), a few NumPy steps per doubling
+    instead of a Python step per sequence."""
+    cost_before = offsets_from_lengths(np.asarray(piece_lengths, dtype=np.int64) + 1)
+    next_starts = np.searchsorted(cost_before, cost_before + max_len - 1, side='right') - 1
+    return chain_from_zero(next_starts)
+
+
+def chain_from_zero(next_starts):
+    """``[0, next_starts[0], next_starts[next_starts[0]], ...]`` up to the first
+    ``n = len(next_starts) - 1`` (int64), for ``next_starts`` (n + 1,) with
+    ``next_starts[i] > i`` (a ValueError otherwise) and ``next_starts[n] == n``.
+
+    After step k, ``chain`` holds the first 2**k links and ``jump[i]`` is the link
+    2**k steps on from ``i``; appending ``jump[chain]`` doubles the chain."""
+    end = len(next_starts) - 1
+    if (next_starts[:end] <= np.arange(end)).any():
+        raise ValueError('a piece does not fit in a sequence: the chain would not advance')
+    chain, jump = np.zeros(1, dtype=np.int64), next_starts
+    while chain[-1] < end:
+        chain = np.concatenate([chain, jump[chain]])
+        jump = jump[jump]
+    return chain[:np.count_nonzero(chain < end) + 1]  # through the first link to end
 
 
 def full_sentence_sequences(token_ids, starts, lengths, bounds, vocab):
