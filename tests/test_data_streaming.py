@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 import weakref
 
 import numpy as np
 import pytest
 
 from d2lbert.data import progress
+from d2lbert.data.corpus import read_paragraphs
 from d2lbert.data.batches import PretrainingBatches
 from d2lbert.data.encoding import TokenizedCorpus, count_tokens, token_dtype
 from d2lbert.data.loader import build_pretraining_examples
@@ -145,6 +147,61 @@ def test_counting_holds_one_paragraph_at_a_time():
 
 
 
+def mixed_text_file(path):
+    """A small file of every kind of line: headings, blank runs, several sentences on a
+    line, capitals, CRLF line ends, spaces around."""
+    rng = np.random.default_rng(0)
+    words = 'The cat . sat on A mat ! Why ? = Title = @-@ Paris. dog'.split()
+    lines = [' '.join(rng.choice(words, rng.integers(0, 9))) for _ in range(400)]
+    with open(path, 'w', encoding='utf-8', newline='') as f:
+        f.write('\r\n'.join(lines) + '\n')
+    return str(path)
+
+
+# SHA-1 of repr(list(read_paragraphs(mixed_text_file, layout, lowercase, min_texts))) for
+# each layout, as the reader made them before it streamed a document line by line
+# (issue 52): the streaming reader must read every layout alike.
+READ_BEFORE_STREAMING = {
+    ('wikitext', True, 2): 'c103995ab122dfa305259e9ccd8524a4bbc2c2df',
+    ('paragraphs', True, 2): '4a84f437a6dd8d879d37cc2dfb04f1b917c38fee',
+    ('sentences', True, 2): 'f6faf6a1375faf37f936e5c87b09c2aaf06d67d9',
+    ('lines', True, 2): '97d170e1550eee4afc0af065b78cda302a97674c',
+    ('wikitext', False, 1): '020a7c76d730852abd710fff0e00140a11aa6820',
+    ('paragraphs', False, 1): '056fa07bd12b144a8a5a6a75c1f2d922180793d5',
+    ('sentences', False, 1): 'cf37c04eb19f598b5d4f399c32a0ad905a110d8a',
+    ('lines', False, 1): '730071d59461c6823ad4ff86f60056d22998529c',
+}
+
+
+@pytest.mark.parametrize('layout', ['wikitext', 'paragraphs', 'sentences', 'lines'])
+@pytest.mark.parametrize('lowercase, min_texts', [(True, 2), (False, 1)])
+def test_reading_is_as_before_streaming(tmp_path, layout, lowercase, min_texts):
+    path = mixed_text_file(tmp_path / 'mixed.txt')
+    documents = list(read_paragraphs(path, layout, lowercase, min_texts))
+    digest = hashlib.sha1(repr(documents).encode()).hexdigest()
+    assert digest == READ_BEFORE_STREAMING[layout, lowercase, min_texts]
+
+
+def test_google_layout_holds_a_document_once(tmp_path):
+    """A document of Google's layout (one of 60,000 lines here) is built line by line:
+    reading it takes little more memory than the document read (its texts), not the
+    three copies (lines, lowercased lines, sentences) it took before issue 52."""
+    path = tmp_path / 'one_document.txt'
+    with open(path, 'w', encoding='utf-8') as f:
+        f.write('A first line.\n\n' + ''.join(f'  The Sentence Number {i} Of A Long Document '
+                                                'Of Many Lines.  \n' for i in range(60000)))
+    tracemalloc.start()
+    try:
+        documents = read_paragraphs(str(path), 'sentences', min_sentences=2)
+        document = next(documents)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    held = sys.getsizeof(document) + sum(sys.getsizeof(text) for text in document)
+    assert len(document) == 60000 and peak < 1.5 * held, (peak, held)
+
+
+
 PAUSED_PREPARATION = '''
 import os, sys, time
 from d2lbert.data import loader
@@ -213,6 +270,7 @@ def test_a_sweep_leaves_another_machines_temporaries(tmp_path):
 KILLED_RUN = '''
 import sys
 from d2lbert.data import progress
+from d2lbert.data.corpus import read_paragraphs
 from d2lbert.data.loader import build_pretraining_examples
 progress.PRINT_EVERY = 0.01
 build_pretraining_examples(sys.argv[1], 64, 0, vocab_kind='wordpiece', vocab_size=300)

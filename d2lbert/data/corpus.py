@@ -28,7 +28,9 @@ tokenized later, by the vocabulary (`words.word_tokenize` for a vocabulary of wo
 WordPiece for word pieces). A byte-order mark is dropped;
 Windows line ends (CRLF) read as line ends.
 
-Everything is a generator, so a 500 MB corpus is never held in memory.
+Everything is a generator, so a 500 MB corpus is never held in memory; a document
+is built line by line as it is read (`read_texts`), so one of Google's layout is held
+once, however long it is.
 """
 import os
 import re
@@ -91,37 +93,31 @@ def read_paragraphs(path, file_format='auto', lowercase=True, min_sentences=2):
     if not os.path.isfile(path):
         raise FileNotFoundError(f'corpus file not found: {path!r}')
     file_format = guess_file_format(path, file_format)
-    for document in read_raw_documents(path, file_format):
-        if lowercase:
-            document = [line.lower() for line in document]
-        if file_format == 'wikitext':
-            texts = [s for line in document for s in split_wikitext_sentences(line)]
-        elif file_format == 'lines':
-            texts = document
-        else:
-            texts = [s for line in document for s in split_text_sentences(line)]
-        if texts and len(texts) >= min_sentences:
+    for texts in read_texts(path, file_format, lowercase):
+        if len(texts) >= min_sentences:
             yield texts
 
 
-def read_raw_documents(path, file_format):
-    """Yield documents as lists of stripped lines (not yet split into sentences):
-    a block of lines between blank lines for ``'sentences'``, else every line."""
-    block = []
+def read_texts(path, file_format, lowercase):
+    """Yield every document of ``path`` that holds a text, as the list of its texts,
+    built line by line as the file is read: each line is stripped, lowercased and
+    split into its texts at once, so only the document being read is held (once),
+    however long it is. A document is a block of lines between blank lines for
+    ``'sentences'``, else a line."""
+    split = {'wikitext': split_wikitext_sentences, 'lines': lambda line: [line]}.get(
+        file_format, split_text_sentences)
+    texts = []
     for line in read_utf8_lines(path):
         line = line.strip()
         if file_format == 'wikitext' and is_wikitext_heading(line):
             continue
-        if file_format != 'sentences':
-            if line:
-                yield [line]
-        elif line:
-            block.append(line)
-        elif block:
-            yield block
-            block = []
-    if block:
-        yield block
+        if line:
+            texts.extend(split(line.lower() if lowercase else line))
+        if texts and (file_format != 'sentences' or not line):
+            yield texts
+            texts = []
+    if texts:
+        yield texts
 
 
 def contains_blank_line(path):

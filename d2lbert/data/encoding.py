@@ -121,8 +121,8 @@ class TokenizedCorpus:
                     ids = encode(sentence)
                     sentence_lengths.append(len(ids))
                     buffer.extend(ids)
-                if len(buffer) >= flush_every:
-                    _flush(buffer, token_file, dtype)
+                    if len(buffer) >= flush_every:  # within a paragraph: it may be long
+                        _flush(buffer, token_file, dtype)
             _flush(buffer, token_file, dtype)
         np.save(os.path.join(directory, cls.FILES[1]),
                 np.frombuffer(sentence_lengths, dtype=np.int32))
