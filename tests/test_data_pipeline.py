@@ -141,9 +141,9 @@ def test_plain_text_paragraphs(tmp_path):
     assert list(read_paragraphs(str(per_line))) == [
         ['one cat.', 'two dogs!'], ['a b?', 'c d.']]
     blocks = tmp_path / 'blocks.txt'
-    blocks.write_text('One cat.\nTwo dogs.\n\nThree. Four.\n')
-    assert list(read_paragraphs(str(blocks))) == [
-        ['one cat.', 'two dogs.'], ['three.', 'four.']]
+    blocks.write_text("One cat.\nTwo dogs.\n\nThree. Four.\n\nFive.\nSix.\n")
+    assert list(read_paragraphs(str(blocks))) == [  # Google's layout: blank lines break it
+        ['one cat.', 'two dogs.'], ['three.', 'four.'], ['five.', 'six.']]
 
 
 def test_wikitext_headings_and_short_paragraphs_are_skipped(tmp_path):

@@ -269,3 +269,41 @@ def test_a_models_vocabulary_on_new_text_says_what_it_leaves_unknown(workdir, ca
     words = [word for row in rows for word in reference_words(row['text'])]
     share = sum(word not in known for word in words) / len(words)
     assert f'--model {model}: its vocabulary leaves {share:.1%} of the tokens of --data' in out
+
+
+def sentence_per_line_with_a_stray_blank_line(path, lines=400):
+    """A file of a sentence per line (paragraphs of the 'paragraphs' layout), one blank
+    line a third of the way in."""
+    texts = [text + '.' for text in random_texts(lines)]
+    return write(path, '\n'.join(texts[:lines // 3] + [''] + texts[lines // 3:]) + '\n')
+
+
+def test_a_stray_blank_line_does_not_make_two_documents(tmp_path):
+    """One blank line in a file of a sentence per line made Google's layout: two giant
+    documents, the last held out (a third or two thirds of the text)."""
+    from d2lbert.data.text_sources import count_texts, text_source
+    source = text_source(sentence_per_line_with_a_stray_blank_line(tmp_path / 'a.txt'))
+    assert source.file_format == 'paragraphs' and count_texts(source).documents == 400
+    assert 'guessed from its blank lines (1 breaks between 400 lines' in source.describe()
+    assert '--layout' in source.describe()
+    google = '\n\n'.join('\n'.join(random_texts(5, seed=i)) for i in range(3))
+    assert text_source(write(tmp_path / 'b.txt', google)).file_format == 'sentences'
+
+
+def test_layout_states_how_a_file_is_read(workdir, capsys):
+    """--layout sentences reads the stray blank line as Google's break (two documents:
+    the held-out one too large, refused naming --valid); --layout paragraphs, the
+    guess, trains and says so in one line."""
+    data = sentence_per_line_with_a_stray_blank_line(workdir / 'text.txt')
+    args = ['pretrain', '--data', data, '--objective', 'mlm', *TINY_RUN]
+    code, _, err = run_main([*args, '--layout', 'sentences', '--out', 'a'], capsys)
+    assert "Google BERT's layout" in one_line_error(code, err) and '--valid' in err
+    code, out, err = run_main([*args, '--layout', 'paragraphs', '--out', 'b'], capsys)
+    assert code == 0, err
+    assert f'--data {data}: a paragraph per line (sentences ending at . ! or ?): 400 ' in out
+    code, _, err = run_main([*args, '--layout', 'lines', '--line-by-line', '--out', 'c'],
+                            capsys)
+    assert code == 0, err
+    code, _, err = run_main([*args, '--layout', 'sentences', '--line-by-line', '--out', 'd'],
+                            capsys)
+    assert '--layout' in one_line_error(code, err)

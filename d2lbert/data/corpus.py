@@ -18,8 +18,10 @@ Four layouts (``file_format``) are understood:
   sentences).
 
 ``'text'`` (and ``'auto'`` for any file not named ``wiki.*.tokens``) is
-``'sentences'`` if the file holds a blank line between two lines of text,
-else ``'paragraphs'``.
+``'sentences'`` if blank lines break the file's text into many documents (at
+least ``MIN_DOCUMENT_BREAKS`` breaks, and one per ``MAX_LINES_PER_DOCUMENT``
+lines of text, `text_layout`), else ``'paragraphs'``: a stray blank line or two
+in a file of a sentence per line does not make it two giant documents.
 
 As in the book, text is lowercased and headings are skipped; documents with
 fewer than ``min_sentences`` texts are skipped (2 by default: a document
@@ -37,23 +39,39 @@ import re
 
 _TEXT_SENTENCE_END = re.compile(r'(?<=[.!?])\s+')
 FILE_FORMATS = ('wikitext', 'paragraphs', 'sentences', 'lines')
+# Google's layout is guessed when blank lines break the text into many documents
+MIN_DOCUMENT_BREAKS = 2
+MAX_LINES_PER_DOCUMENT = 1000
 
 
 def guess_file_format(path, file_format='auto'):
     """The layout of ``path``: ``'wikitext'`` for ``wiki.*.tokens`` files;
-    ``'sentences'`` or ``'paragraphs'`` for other text (``'text'``), by whether
-    it holds a blank line between two lines of text; a layout in
+    ``'sentences'`` or ``'paragraphs'`` for other text (``'text'``), by its
+    blank lines (`text_layout` of `document_breaks`); a layout in
     ``FILE_FORMATS`` is returned as is."""
     if file_format == 'auto':
-        name = os.path.basename(path)
-        is_wikitext = name.startswith('wiki.') and name.endswith('.tokens')
-        file_format = 'wikitext' if is_wikitext else 'text'
+        file_format = 'wikitext' if is_wikitext_name(path) else 'text'
     if file_format == 'text':
-        return 'sentences' if contains_blank_line(path) else 'paragraphs'
+        return text_layout(*document_breaks(path))
     if file_format not in FILE_FORMATS:
         raise ValueError(f"file_format must be 'auto', 'text' or one of {FILE_FORMATS}, "
                          f'got {file_format!r}')
     return file_format
+
+
+def is_wikitext_name(path):
+    """Whether ``path`` is named as WikiText's files are: ``wiki.*.tokens``."""
+    name = os.path.basename(path)
+    return name.startswith('wiki.') and name.endswith('.tokens')
+
+
+def text_layout(text_lines, breaks):
+    """``'sentences'`` (Google's layout) if ``breaks`` blank-line breaks split
+    ``text_lines`` lines of text into many documents: at least
+    ``MIN_DOCUMENT_BREAKS``, and one per ``MAX_LINES_PER_DOCUMENT`` lines; else
+    ``'paragraphs'``."""
+    many = breaks >= max(MIN_DOCUMENT_BREAKS, text_lines / MAX_LINES_PER_DOCUMENT)
+    return 'sentences' if many else 'paragraphs'
 
 
 def split_wikitext_sentences(line):
@@ -120,17 +138,19 @@ def read_texts(path, file_format, lowercase):
         yield texts
 
 
-def contains_blank_line(path):
-    """True if a blank line lies between two non-blank lines of ``path``."""
-    seen_text = seen_blank_after_text = False
+def document_breaks(path):
+    """``(text_lines, breaks)`` of ``path``: its lines of text, and the runs of blank
+    lines between two of them (one pass over the file)."""
+    text_lines = breaks = 0
+    blank_after_text = False
     for line in read_utf8_lines(path):
         if line.strip():
-            if seen_blank_after_text:
-                return True
-            seen_text = True
-        elif seen_text:
-            seen_blank_after_text = True
-    return False
+            breaks += blank_after_text
+            text_lines += 1
+            blank_after_text = False
+        elif text_lines:
+            blank_after_text = True
+    return text_lines, breaks
 
 
 def read_utf8_lines(path):

@@ -19,7 +19,8 @@ Reading is a generator: no file is held in memory.
 import dataclasses
 import os
 
-from .corpus import guess_file_format, read_paragraphs
+from .corpus import (document_breaks, guess_file_format, is_wikitext_name, read_paragraphs,
+                     text_layout)
 from .tasks.custom import FILE_FORMATS, file_records
 from .tasks.tables import line_error
 
@@ -46,11 +47,14 @@ class TextSource:
     path: the file. file_format: a layout of ``corpus.FILE_FORMATS`` or a table
     format ('tsv', 'csv', 'jsonl'). text_column: the column of a table.
     documents: ``(first, end)``, read only documents first .. end - 1 (None: all).
+    guessed_from: ``(text_lines, breaks)`` (`corpus.document_breaks`) when the
+    layout was guessed from the file's blank lines (None: stated or named).
     """
     path: str
     file_format: str
     text_column: str = None
     documents: tuple = None
+    guessed_from: tuple = None
 
     @property
     def is_table(self):
@@ -65,7 +69,11 @@ class TextSource:
         if self.is_table:
             return (f'column {self.text_column!r} of a {self.file_format.upper()} file, '
                     'one text per row')
-        return LAYOUT_NAMES[self.file_format]
+        if self.guessed_from is None:
+            return LAYOUT_NAMES[self.file_format]
+        text_lines, breaks = self.guessed_from
+        return (f'{LAYOUT_NAMES[self.file_format]}, guessed from its blank lines ({breaks:,} '
+                f'breaks between {text_lines:,} lines of text; --layout states it)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,14 +95,21 @@ def is_table_file(path):
     return os.path.splitext(path)[1].lower() in TABLE_FORMATS
 
 
-def text_source(path, line_by_line=False, text_column=None):
-    """The `TextSource` of a file: a table by its extension (`is_table_file`),
-    else a plain text file (`corpus.guess_file_format`, or 'lines')."""
+def text_source(path, line_by_line=False, text_column=None, layout=None,
+                count_breaks=document_breaks):
+    """The `TextSource` of a file: a table by its extension (`is_table_file`), else a
+    plain text file in ``layout`` (one of `corpus.FILE_FORMATS`; 'lines' with
+    ``line_by_line``), by default WikiText for a ``wiki.*.tokens`` file, else the
+    layout its blank lines give (`corpus.text_layout` of ``count_breaks(path)``)."""
     if is_table_file(path):
         extension = os.path.splitext(path)[1].lower()
         return TextSource(path, TABLE_FORMATS[extension],
                           text_column or DEFAULT_TEXT_COLUMN)
-    return TextSource(path, guess_file_format(path, 'lines' if line_by_line else 'auto'))
+    layout = 'lines' if line_by_line else layout
+    if layout is None and not is_wikitext_name(path):
+        guessed_from = tuple(count_breaks(path))
+        return TextSource(path, text_layout(*guessed_from), guessed_from=guessed_from)
+    return TextSource(path, guess_file_format(path, layout or 'auto'))
 
 
 def read_documents(source, lowercase=True, min_texts=1):

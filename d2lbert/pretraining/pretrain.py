@@ -11,6 +11,7 @@ from mxnet import init
 
 
 from ..data import load_data_wiki, save_vocab
+from ..data.corpus import FILE_FORMATS
 from ..data.coverage import unknown_line, unknown_share
 from ..data.download import WIKITEXT_ARCHIVES
 from ..data.loader import VOCABULARIES
@@ -93,7 +94,7 @@ MASKINGS = ('dynamic', 'static')
 # model of either objective loads and fine-tunes alike.
 OBJECTIVES = {'mlm+nsp': 1.0, 'mlm': 0.0}
 # the options --resume must not change (--steps may grow: the run continues to it)
-TRAJECTORY = ('data', 'valid', 'line_by_line', 'text_column', 'model', 'preset', 'config',
+TRAJECTORY = ('data', 'valid', 'line_by_line', 'layout', 'text_column', 'model', 'preset', 'config',
               'batch_size', 'max_len', 'lr', 'warmup', 'weight_decay', 'clip', 'dropout',
               'masking', 'objective', 'optimizer',
               'accumulate',
@@ -129,6 +130,14 @@ class PretrainOptions(TrainingOptions):
     line_by_line: bool = option(False, 'read a plain text file (--data, --valid) as one '
                                 'text per line, whatever its sentences (with --objective '
                                 'mlm: there are no sentence pairs)')
+    layout: str = option(None, "how a plain text file (--data, --valid) is laid out: "
+                         "'paragraphs' (a paragraph per line), 'sentences' (Google BERT's: "
+                         "a sentence per line, a blank line between documents), 'lines' "
+                         "(one text per line, as --line-by-line) or 'wikitext'",
+                         optional(choice(FILE_FORMATS)),
+                         shown_default="wikitext for wiki.*.tokens; else sentences when "
+                         'blank lines break the text into many documents (one per 1,000 '
+                         'lines, at least 2), paragraphs otherwise')
     text_column: str = option(None, "the column of a table file (--data, --valid) holding "
                               'the text: a .tsv or .csv header name or a .jsonl/.json field',
                               text(optional=True), shown_default='text')
@@ -215,7 +224,10 @@ class PretrainOptions(TrainingOptions):
             if self.model and getattr(self, name) is not None:
                 raise ValueError(f'--{name} and --model {self.model}: the run takes the '
                                  "model's architecture and vocabulary; leave --{name} out")
-        if self.line_by_line and self.objective == 'mlm+nsp':
+        if self.line_by_line and self.layout not in (None, 'lines'):
+            raise ValueError(f'--line-by-line and --layout {self.layout}: --line-by-line is '
+                             '--layout lines; give one of them')
+        if (self.line_by_line or self.layout == 'lines') and self.objective == 'mlm+nsp':
             raise ValueError('--line-by-line reads each line as one text, with no sentence '
                              'pairs for next sentence prediction: pass --objective mlm')
         if self.config and self.preset is not None:

@@ -1,7 +1,7 @@
 """The text a pretraining run trains and evaluates on: `--data` and `--valid`, each
 a named corpus, a folder of WikiText files, or a file read as
-`data.text_sources.TextSource` (plain text in any layout, `--line-by-line`, or a
-table's `--text-column`).
+`data.text_sources.TextSource` (plain text in any layout, guessed or given with
+`--layout` or `--line-by-line`, or a table's `--text-column`).
 
 Every file is read once before the run folder is made (`run_text`): a file that is
 not text, holds no text, lacks the column, or gives next sentence prediction no pair
@@ -69,13 +69,15 @@ def run_text(options):
 
 
 def check_reading_flags(options):
-    """--line-by-line and --text-column apply to a plain text and a table file (given
-    as --data or --valid); refused, not ignored, where they do not."""
+    """--line-by-line, --layout and --text-column apply to a plain text and a table file
+    (given as --data or --valid); refused, not ignored, where they do not."""
     files = [path for path in (options.data, options.valid) if path and is_file(path)]
     tables = [is_table_file(path) for path in files]
-    if options.line_by_line and all(tables):
-        raise RunError('--line-by-line applies to a plain text file given as --data or '
-                       f'--valid, not to {" or ".join(files) or options.data}')
+    for flag, given in (('--line-by-line', options.line_by_line),
+                        ('--layout', options.layout is not None)):
+        if given and all(tables):
+            raise RunError(f'{flag} applies to a plain text file given as --data or '
+                           f'--valid, not to {" or ".join(files) or options.data}')
     if options.text_column is not None and not any(tables):
         raise RunError('--text-column applies to a table file (.tsv, .csv, .jsonl, .json) given as '
                        f'--data or --valid, not to {" or ".join(files) or options.data}')
@@ -86,7 +88,7 @@ def read_source(flag, path, options):
     if not os.path.isfile(path):
         raise RunError(f'{flag} {path}: no such file')
     try:
-        return text_source(path, options.line_by_line, options.text_column)
+        return text_source(path, options.line_by_line, options.text_column, options.layout)
     except ValueError as error:  # not UTF-8, a NUL byte (read to find a blank line)
         raise RunError(f'{flag}: {error}') from None
 
