@@ -284,8 +284,8 @@ def test_a_stray_blank_line_does_not_make_two_documents(tmp_path):
     from d2lbert.data.text_sources import count_texts, text_source
     source = text_source(sentence_per_line_with_a_stray_blank_line(tmp_path / 'a.txt'))
     assert source.file_format == 'paragraphs' and count_texts(source).documents == 400
-    assert 'guessed from its blank lines (1 breaks between 400 lines' in source.describe()
-    assert '--layout' in source.describe()
+    assert ('guessed from 1 blank-line breaks in 400 lines of text (--layout states it)'
+            in source.describe())
     google = '\n\n'.join('\n'.join(random_texts(5, seed=i)) for i in range(3))
     assert text_source(write(tmp_path / 'b.txt', google)).file_format == 'sentences'
 
@@ -307,3 +307,26 @@ def test_layout_states_how_a_file_is_read(workdir, capsys):
     code, _, err = run_main([*args, '--layout', 'sentences', '--line-by-line', '--out', 'd'],
                             capsys)
     assert '--layout' in one_line_error(code, err)
+
+
+def test_a_warm_start_reads_the_data_file_once(workdir, capsys, monkeypatch):
+    """A second start on the same --data file (the cache warm, a new process: nothing
+    remembered in memory) read it 4 times: for its blank lines, its counts, the counts
+    of its held-out part and its SHA-1. Now only to hash it."""
+    import builtins
+    from d2lbert.util import hashing
+    data = sentence_per_line_with_a_stray_blank_line(workdir / 'text.txt')
+    args = ['pretrain', '--data', data, '--objective', 'mlm', *TINY_RUN]
+    code, cold, err = run_main([*args, '--out', 'cold'], capsys)
+    assert code == 0, err
+    opened, real_open = [], builtins.open
+    with monkeypatch.context() as patch:
+        patch.setattr(builtins, 'open', lambda file, *a, **k: (
+            opened.append(file) if os.path.abspath(str(file)) == data else None,
+            real_open(file, *a, **k))[1])
+        patch.setattr(hashing, 'REMEMBERED_SHA1S', {})
+        code, warm, err = run_main([*args, '--out', 'warm'], capsys)
+    assert code == 0, err
+    assert len(opened) <= 1
+    assert [line for line in warm.splitlines() if line.startswith('--data')] == [
+        line for line in cold.splitlines() if line.startswith('--data')]

@@ -72,8 +72,8 @@ class TextSource:
         if self.guessed_from is None:
             return LAYOUT_NAMES[self.file_format]
         text_lines, breaks = self.guessed_from
-        return (f'{LAYOUT_NAMES[self.file_format]}, guessed from its blank lines ({breaks:,} '
-                f'breaks between {text_lines:,} lines of text; --layout states it)')
+        return (f'{LAYOUT_NAMES[self.file_format]}, guessed from {breaks:,} blank-line '
+                f'breaks in {text_lines:,} lines of text (--layout states it)')
 
 
 @dataclasses.dataclass(frozen=True)

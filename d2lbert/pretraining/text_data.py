@@ -3,15 +3,18 @@ a named corpus, a folder of WikiText files, or a file read as
 `data.text_sources.TextSource` (plain text in any layout, guessed or given with
 `--layout` or `--line-by-line`, or a table's `--text-column`).
 
-Every file is read once before the run folder is made (`run_text`): a file that is
+Every file is read before the run folder is made (`run_text`): a file that is
 not text, holds no text, lacks the column, or gives next sentence prediction no pair
 is refused in one line naming the flag and the file, and nothing is written. How each
 file was read (its layout, documents, texts and words, the documents held out) is
-printed in one line and recorded in run.json."""
+printed in one line and recorded in run.json. What the reading found is remembered
+for the file's content (`data.text_facts`): a warm start reads a file only to hash it."""
 import dataclasses
 import os
 
+from ..data.corpus import document_breaks
 from ..data.download import WIKITEXT_ARCHIVES
+from ..data.text_facts import remembered
 from ..data.text_sources import (MAX_HELD_OUT_SHARE, TextCounts, count_texts,
                                  is_table_file, split_held_out, text_source)
 from ..run.errors import RunError
@@ -88,17 +91,26 @@ def read_source(flag, path, options):
     if not os.path.isfile(path):
         raise RunError(f'{flag} {path}: no such file')
     try:
-        return text_source(path, options.line_by_line, options.text_column, options.layout)
+        return text_source(path, options.line_by_line, options.text_column, options.layout,
+                           count_breaks=remembered_breaks)
     except ValueError as error:  # not UTF-8, a NUL byte (read to find a blank line)
         raise RunError(f'{flag}: {error}') from None
 
 
+def remembered_breaks(path):
+    """`corpus.document_breaks` of a file, remembered for its content (`data.text_facts`)."""
+    return remembered(path, 'document breaks', document_breaks)
+
+
 def counted(flag, source):
-    """`count_texts` of source, its errors naming the flag."""
+    """`count_texts` of source, remembered for its file's content (`data.text_facts`),
+    its errors naming the flag."""
     try:
-        return count_texts(source)
+        counts = remembered(source.path, f'counts {source.key()}',
+                            lambda path: dataclasses.asdict(count_texts(source)))
     except ValueError as error:
         raise RunError(f'{flag}: {error}') from None
+    return TextCounts(**counts)
 
 
 def split_held_out_flag(source, counts):
