@@ -12,11 +12,14 @@ Each is a pass over the file (a second for every 100 MB or so); the answers are 
 
 The SHA-1 (`util.hashing.remembered_sha1_of_file`, one read per process) is the
 file's identity: a changed file is another entry, asked again. A fact file that can't
-be read is asked again and rewritten; it is written whole to a temporary name first.
+be read is asked again and rewritten; it is written whole to a temporary name first
+(two processes asking at once may each write it: the last one's stays, and any
+question it lacks is asked again).
 """
 import json
 import os
 
+from ..util.files import sweep_temporaries, temporary_prefix
 from ..util.hashing import remembered_sha1_of_file
 from .cache import data_home
 
@@ -52,9 +55,12 @@ def read_facts(where):
 
 
 def write_facts(where, facts):
-    """Write ``facts`` to ``where`` whole (a temporary file renamed into place)."""
-    os.makedirs(os.path.dirname(where), exist_ok=True)
-    temporary = f'{where}.{os.getpid()}.tmp'
+    """Write ``facts`` to ``where`` whole (a temporary file, named for this machine and
+    process, renamed into place; what a killed process left is swept first)."""
+    folder = os.path.dirname(where)
+    os.makedirs(folder, exist_ok=True)
+    sweep_temporaries(folder)
+    temporary = os.path.join(folder, temporary_prefix() + os.path.basename(where))
     with open(temporary, 'w', encoding='utf-8') as f:
         json.dump(facts, f)
     os.replace(temporary, where)
