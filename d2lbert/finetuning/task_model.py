@@ -20,6 +20,7 @@ from ..data.vocab_files import load_vocab
 from ..model import (BERTClassifier, BERTForQuestionAnswering, BERTModel, BERTTagger,
                      MeanPooledClassifier)
 from ..run import checkpoint as ckpt
+from .tasks import DEFAULT_TASKS
 
 TASK_FILE = 'task.json'
 POOLINGS = ('cls', 'mean')  # TaskInfo.pooling: BERTClassifier, MeanPooledClassifier
