@@ -8,8 +8,6 @@ class AddNorm(nn.LayerNorm):
     forward(X, Y): X, Y (..., num_hiddens) -> (..., num_hiddens)
       X: the block's input, Y: what its sublayer (attention or FFN) made of it.
 
-    It is a LayerNorm (its parameters gamma and beta) applied to the sum.
-
         add_norm = AddNorm(num_hiddens=4, dropout=0.5)
         add_norm.initialize()
         add_norm(np.ones((2, 3, 4)), np.ones((2, 3, 4))).shape  # (2, 3, 4)

@@ -15,11 +15,6 @@ def masked_softmax(scores, valid_lens):
     returns: (batch_size, num_heads, num_queries, num_keys); weights on keys at
     positions >= valid_lens[i] are exactly 0 for example i in every head.
 
-    MXNet's softmax with `use_length=True` takes the maximum and the sum over the
-    first `length` entries only, so scores at padded keys never enter it. (The book
-    replaces them with -1e6 first, `npx.sequence_mask`, which also gives them a weight
-    of exactly 0 in float32, with one more pass over the scores.)
-
         weights = masked_softmax(np.ones((2, 1, 3, 4)), np.array([2, 4]))
         # weights[0, 0, 0] = [0.5, 0.5, 0, 0], weights[1, 0, 0] = [0.25] * 4
     """
@@ -31,23 +26,9 @@ def masked_softmax(scores, valid_lens):
     return F.npx.softmax(scores, lengths, axis=-1, use_length=True)
 
 
-class MultiHeadAttention(nn.HybridBlock):
-    """Multi-head scaled dot-product self-attention with valid-length masking.
-
-    forward(X, valid_lens):
-      X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
-      returns: (batch_size, seq_len, num_hiddens)
-
-    The queries, keys and values are three projections of X. Each of the num_heads
-    heads attends with its own num_hiddens / num_heads columns of them; the heads'
-    outputs are concatenated and projected once more (`output`). The projections'
-    weights are parameters of this block (query_weight, ...), as in every BERT
-    checkpoint.
-
-        attention = MultiHeadAttention(num_hiddens=8, num_heads=2, dropout=0.1)
-        attention.initialize()
-        attention(np.ones((2, 5, 8)), np.array([3, 5])).shape  # (2, 5, 8)
-    """
+class AttentionHeads(nn.HybridBlock):
+    """The parameters of multi-head attention and the steps that `MultiHeadAttention`
+    chains: `project` X with one of them, `split_heads` and `merge_heads`."""
     def __init__(self, num_hiddens: int, num_heads: int, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         if num_hiddens % num_heads:
@@ -62,15 +43,6 @@ class MultiHeadAttention(nn.HybridBlock):
                     f'{name}_bias', shape=(num_hiddens,), init='zeros'))
             self.dropout = nn.Dropout(dropout)
             self.output = nn.Dense(num_hiddens, flatten=False, in_units=num_hiddens)
-
-    def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
-                       query_bias, key_bias, value_bias):
-        queries = self.split_heads(F, self.project(F, X, query_weight, query_bias))
-        keys = self.split_heads(F, self.project(F, X, key_weight, key_bias))
-        values = self.split_heads(F, self.project(F, X, value_weight, value_bias))
-        weights = self.dropout(self.weights(F, queries, keys, valid_lens))
-        weights = F.npx.reshape(weights, (-5, -2, -2))  # (batch * heads, seq, seq)
-        return self.output(self.merge_heads(F, F.npx.batch_dot(weights, values)))
 
     def project(self, F, X, weight, bias):
         """X @ weight.T + bias: (batch_size, seq_len, num_hiddens)."""
@@ -88,9 +60,29 @@ class MultiHeadAttention(nn.HybridBlock):
         X = F.npx.reshape(X, (-6, -1, self.num_heads, -2, -2))  # (batch, heads, seq, head)
         return F.npx.reshape(F.np.transpose(X, (0, 2, 1, 3)), (-2, -2, -5))
 
+
+class MultiHeadAttention(AttentionHeads):
+    """Multi-head scaled dot-product self-attention with valid-length masking.
+
+    forward(X, valid_lens):
+      X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
+      returns: (batch_size, seq_len, num_hiddens)
+
+        attention = MultiHeadAttention(num_hiddens=8, num_heads=2, dropout=0.1)
+        attention.initialize()
+        attention(np.ones((2, 5, 8)), np.array([3, 5])).shape  # (2, 5, 8)
+    """
+    def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
+                       query_bias, key_bias, value_bias):
+        queries = self.split_heads(F, self.project(F, X, query_weight, query_bias))
+        keys = self.split_heads(F, self.project(F, X, key_weight, key_bias))
+        values = self.split_heads(F, self.project(F, X, value_weight, value_bias))
+        weights = self.dropout(self.weights(F, queries, keys, valid_lens))
+        weights = F.npx.reshape(weights, (-5, -2, -2))  # (batch * heads, seq, seq)
+        return self.output(self.merge_heads(F, F.npx.batch_dot(weights, values)))
+
     def weights(self, F, queries, keys, valid_lens):
-        """Attention weights (batch_size, num_heads, seq_len, seq_len) from the split
-        queries and keys: softmax(Q K^T / sqrt(head_dim)) over the valid keys."""
+        """softmax(Q K^T / sqrt(head_dim)) over the valid keys: (batch, heads, seq, seq)."""
         head_dim = self.num_hiddens // self.num_heads
         scores = F.npx.batch_dot(queries, keys, transpose_b=True) / math.sqrt(head_dim)
         scores = F.npx.reshape(scores, (-6, -1, self.num_heads, -2, -2))

@@ -8,29 +8,9 @@ from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier
 
 
-class BERTModel(nn.HybridBlock):
-    """BERT for pretraining: the encoder, the masked-LM head and the next-sentence head.
-
-    forward(tokens, segments, valid_lens=None, pred_positions=None) returns
-    `(encoded, mlm_logits, nsp_logits)`, in the d2l book's order
-    (`encoded_X, mlm_Y_hat, nsp_Y_hat`):
-      tokens, segments: (batch_size, seq_len) ids; valid_lens: (batch_size,) or None
-      pred_positions: (batch_size, num_preds), the positions to predict, or None
-      encoded: (batch_size, seq_len, num_hiddens), the sequence output
-      mlm_logits: (batch_size, num_preds, vocab_size), or None without pred_positions
-      nsp_logits: (batch_size, 2)
-
-    The arguments are the book's (`num_blks` Transformer blocks) plus the options of
-    `BERTEncoder` and tie_decoder=False (use the token embedding as the MLM output
-    weight); the model keeps them as a `BERTConfig`, `net.config` (its `num_layers` is
-    `num_blks`), and `BERTModel.from_config(config)` builds one from a config.
-    `pooled_output(encoded)` is the pooled `<cls>` vector the task heads read::
-
-        net = BERTModel(vocab_size=10000, num_hiddens=128, ffn_num_hiddens=256,
-                        num_heads=2, num_blks=2, dropout=0.2, max_len=64)
-        net.initialize()
-        encoded, mlm_logits, nsp_logits = net(tokens, segments, valid_lens, positions)
-    """
+class BERTWithHeads(nn.HybridBlock):
+    """`BERTEncoder` with the masked-LM and the next-sentence heads: the network of
+    `BERTModel`. tie_decoder=True: the masked-LM head scores with the token embedding."""
     def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
                  num_heads: int, num_blks: int, dropout: float, max_len: int = 1000,
                  tie_decoder: bool = False, **options):
@@ -46,17 +26,6 @@ class BERTModel(nn.HybridBlock):
                                      layer_norm_eps=options.get('layer_norm_eps', 1e-5),
                                      tied_weight=tied_weight)
             self.nsp = NextSentenceClassifier(num_hiddens)
-
-    @classmethod
-    def from_config(cls, config):
-        """Build the model a `BERTConfig` (or a dict of its fields) describes."""
-        if isinstance(config, dict):
-            config = BERTConfig.from_dict(config)
-        options = config.to_dict()
-        positional = [options.pop(name) for name in (
-            'vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_layers',
-            'dropout', 'max_len')]
-        return cls(*positional, **options)
 
     def __call__(self, tokens, segments, valid_lens=None, pred_positions=None):
         if checks.is_symbol(tokens):
@@ -74,24 +43,44 @@ class BERTModel(nn.HybridBlock):
         return encoded, self.mlm(encoded, pred_positions), self.nsp(encoded[:, 0, :])
 
     def pooled_output(self, encoded):
-        """The pooled `<cls>` vector: the next-sentence head's tanh layer on `<cls>`'s
-        encoding, what `BERTClassifier` reads (Hugging Face's `pooler_output`).
-
-        encoded: (batch_size, seq_len, num_hiddens) -> (batch_size, num_hiddens)
-        """
+        """The pooled `<cls>` vector that `BERTClassifier` reads (Hugging Face's
+        `pooler_output`): (batch_size, seq_len, num_hiddens) -> (batch_size, num_hiddens)."""
         return self.nsp.pooler(encoded[:, 0, :])
+
+
+class BERTModel(BERTWithHeads):
+    """BERT for pretraining: the encoder, the masked-LM head and the next-sentence head.
+
+    forward(tokens, segments, valid_lens=None, pred_positions=None) returns
+    `(encoded, mlm_logits, nsp_logits)`, in the d2l book's order:
+      tokens, segments: (batch_size, seq_len) ids; valid_lens: (batch_size,) or None
+      pred_positions: (batch_size, num_preds), the positions to predict, or None
+      encoded: (batch_size, seq_len, num_hiddens), the sequence output
+      mlm_logits: (batch_size, num_preds, vocab_size), or None without pred_positions
+      nsp_logits: (batch_size, 2)
+    `net.config` is the model's `BERTConfig`; `pooled_output(encoded)` is the pooled `<cls>`
+    vector that the task heads read.
+
+        net = BERTModel.from_config(BERTConfig.d2l(vocab_size=10000))
+        net.initialize()
+        encoded, mlm_logits, nsp_logits = net(tokens, segments, valid_lens, positions)
+    """
+    @classmethod
+    def from_config(cls, config):
+        """Build the model a `BERTConfig` (or a dict of its fields) describes."""
+        if isinstance(config, dict):
+            config = BERTConfig.from_dict(config)
+        options = config.to_dict()
+        positional = [options.pop(name) for name in (
+            'vocab_size', 'num_hiddens', 'ffn_num_hiddens', 'num_heads', 'num_layers',
+            'dropout', 'max_len')]
+        return cls(*positional, **options)
 
     def pretraining_loss(self, tokens, segments, valid_lens, pred_positions, mlm_weights,
                          mlm_labels, nsp_labels, with_accuracy=False):
-        """The two pretraining losses of one batch, as scalars.
-
-        tokens, segments: (batch_size, seq_len); valid_lens, nsp_labels: (batch_size,)
-        pred_positions, mlm_weights, mlm_labels: (batch_size, num_preds); mlm_weights
-        is 1 for a real prediction slot and 0 for padding.
-        returns: (mlm_loss, nsp_loss): the cross-entropy averaged over the real
-        prediction slots, and over the sentence pairs; with_accuracy=True appends
-        (mlm_accuracy, nsp_accuracy), averaged the same way.
-        """
+        """(mlm_loss, nsp_loss) of one batch: the cross-entropy averaged over the real
+        prediction slots (mlm_weights 1; 0 at padding), and over the sentence pairs;
+        with_accuracy=True appends (mlm_accuracy, nsp_accuracy), averaged the same way."""
         checks.check_pretraining_targets(pred_positions, mlm_weights, mlm_labels,
                                          nsp_labels, *tokens.shape, self.mlm.vocab_size)
         _, mlm_logits, nsp_logits = self(tokens, segments, valid_lens, pred_positions)

@@ -9,17 +9,51 @@ from ..util import checks
 from .transformer import TransformerEncoderBlock
 
 
-class BERTEncoder(nn.HybridBlock):
+class BERTEmbedding(nn.HybridBlock):
+    """The input side of `BERTEncoder`: `embed` sums a token, a segment and a position
+    embedding of the ids, and `check_inputs` validates them first."""
+    def __init__(self, vocab_size: int, num_hiddens: int, dropout: float, max_len: int = 1000,
+                 type_vocab_size: int = 2, embedding_layer_norm: bool = False,
+                 layer_norm_eps: float = 1e-5, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size, self.max_len, self.dropout_rate = vocab_size, max_len, dropout
+        self.num_hiddens, self.type_vocab_size = num_hiddens, type_vocab_size
+        with self.name_scope():
+            self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
+            self.segment_embedding = nn.Embedding(type_vocab_size, num_hiddens)
+            self.position_embedding = nn.Embedding(max_len, num_hiddens)
+            self.embedding_norm = (nn.LayerNorm(epsilon=layer_norm_eps,
+                                                in_channels=num_hiddens)
+                                   if embedding_layer_norm else None)
+            self.embedding_dropout = nn.Dropout(dropout)
+
+    def check_inputs(self, tokens, segments, valid_lens):
+        """Validate the inputs; returns valid_lens, with None replaced by full lengths."""
+        batch_size, seq_len = checks.check_encoder_inputs(
+            tokens, segments, valid_lens, self.vocab_size, self.type_vocab_size, self.max_len)
+        if valid_lens is None:
+            valid_lens = np.full((batch_size,), seq_len, dtype='int32', ctx=tokens.ctx)
+        return valid_lens
+
+    def embed(self, F, tokens, segments):
+        """BERT's input representation: the sum of the three embeddings (then LayerNorm,
+        if configured) and dropout. tokens, segments: (batch_size, seq_len) ids;
+        returns (batch_size, seq_len, num_hiddens)."""
+        positions = F.npx.arange_like(tokens, axis=1)  # 0, 1, ..., seq_len - 1
+        X = (self.token_embedding(tokens) + self.segment_embedding(segments)
+             + self.position_embedding(positions))     # (seq_len, H) added to every example
+        if self.embedding_norm is not None:
+            X = self.embedding_norm(X)
+        return self.embedding_dropout(X)
+
+
+class BERTEncoder(BERTEmbedding):
     """BERT encoder.
 
     forward(tokens, segments, valid_lens=None):
       tokens, segments: (batch_size, seq_len) integer ids
-      valid_lens: (batch_size,), the number of real (non-padding) tokens of each
-        example, or None when nothing is padded
+      valid_lens: (batch_size,), each example's number of real (non-padding) tokens, or None
       returns: (batch_size, seq_len, num_hiddens)
-
-    Options: attention_dropout (default: dropout), type_vocab_size=2,
-    hidden_act='relu'|'gelu', embedding_layer_norm=False, layer_norm_eps=1e-5.
 
         encoder = BERTEncoder(vocab_size=10000, num_hiddens=128, ffn_num_hiddens=256,
                               num_heads=2, num_blks=2, dropout=0.2)
@@ -32,18 +66,9 @@ class BERTEncoder(nn.HybridBlock):
                  attention_dropout: Optional[float] = None, type_vocab_size: int = 2,
                  hidden_act: str = 'relu', embedding_layer_norm: bool = False,
                  layer_norm_eps: float = 1e-5, **kwargs):
-        super().__init__(**kwargs)
-        self.vocab_size, self.max_len, self.dropout_rate = vocab_size, max_len, dropout
-        self.num_hiddens = num_hiddens
-        self.type_vocab_size = type_vocab_size
+        super().__init__(vocab_size, num_hiddens, dropout, max_len, type_vocab_size,
+                         embedding_layer_norm, layer_norm_eps, **kwargs)
         with self.name_scope():
-            self.token_embedding = nn.Embedding(vocab_size, num_hiddens)
-            self.segment_embedding = nn.Embedding(type_vocab_size, num_hiddens)
-            self.position_embedding = nn.Embedding(max_len, num_hiddens)
-            self.embedding_norm = (nn.LayerNorm(epsilon=layer_norm_eps,
-                                                in_channels=num_hiddens)
-                                   if embedding_layer_norm else None)
-            self.embedding_dropout = nn.Dropout(dropout)
             self.blocks = nn.HybridSequential()
             for _ in range(num_blks):
                 self.blocks.add(TransformerEncoderBlock(
@@ -55,29 +80,8 @@ class BERTEncoder(nn.HybridBlock):
             valid_lens = self.check_inputs(tokens, segments, valid_lens)
         return super().__call__(tokens, segments, valid_lens)
 
-    def check_inputs(self, tokens, segments, valid_lens):
-        """Validate the inputs; returns valid_lens, with None replaced by full lengths."""
-        batch_size, seq_len = checks.check_encoder_inputs(
-            tokens, segments, valid_lens, self.vocab_size, self.type_vocab_size, self.max_len)
-        if valid_lens is None:
-            valid_lens = np.full((batch_size,), seq_len, dtype='int32', ctx=tokens.ctx)
-        return valid_lens
-
     def hybrid_forward(self, F, tokens, segments, valid_lens):
         X = self.embed(F, tokens, segments)
         for block in self.blocks:
             X = block(X, valid_lens)
         return X
-
-    def embed(self, F, tokens, segments):
-        """BERT's input representation: the sum of the token, segment and position
-        embeddings (then LayerNorm, if configured) and dropout.
-
-        tokens, segments: (batch_size, seq_len) -> (batch_size, seq_len, num_hiddens)
-        """
-        positions = F.npx.arange_like(tokens, axis=1)  # 0, 1, ..., seq_len - 1
-        X = (self.token_embedding(tokens) + self.segment_embedding(segments)
-             + self.position_embedding(positions))     # (seq_len, H) added to every example
-        if self.embedding_norm is not None:
-            X = self.embedding_norm(X)
-        return self.embedding_dropout(X)

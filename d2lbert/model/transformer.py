@@ -46,8 +46,7 @@ class TransformerEncoderBlock(nn.HybridBlock):
       X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
       returns: (batch_size, seq_len, num_hiddens)
 
-        block = TransformerEncoderBlock(num_hiddens=24, ffn_num_hiddens=48, num_heads=8,
-                                        dropout=0.5)
+        block = TransformerEncoderBlock(24, ffn_num_hiddens=48, num_heads=8, dropout=0.5)
         block.initialize()
         block(np.ones((2, 100, 24)), np.array([3, 2])).shape  # (2, 100, 24)
     """
