@@ -213,8 +213,8 @@ def load_data_wiki(batch_size, max_len, data=None, split='train', vocab=None,
         labels, (batch_size,) next-sentence labels.
 
         data_iter, vocab = load_data_wiki(batch_size=512, max_len=64)
-        for tokens, segments, valid_lens, *targets in data_iter:
-            ...
+        for batch in data_iter:
+            tokens, segments, valid_lens = batch[:3]
     """
     path = corpus_file(data, split, base_url)
     examples = build_pretraining_examples(path, max_len, seed, vocab,

@@ -21,7 +21,8 @@ class BERTClassifier(nn.HybridBlock):
         bert, vocab = d2lbert.load_pretrained('bert.small')
         classifier = BERTClassifier(bert, num_classes=3)
         classifier.output.initialize()
-        classifier(*d2lbert.encode_batch(vocab, ['a', 'b c'])).shape  # (2, 3)
+        tokens, segments, valid_lens = d2lbert.encode_batch(vocab, ['a', 'b c'])
+        classifier(tokens, segments, valid_lens).shape  # (2, 3)
     """
     def __init__(self, bert, num_classes: int, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)
