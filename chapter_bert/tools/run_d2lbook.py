@@ -13,6 +13,10 @@ folder of the config.ini it wrote: `python run_d2lbook.py build html`. The chang
 * pandoc wraps the cells of a markdown table wider than 72 characters, breaking inline
   code such as `<cls> a <sep>` across lines of the reStructuredText grid table, which
   Sphinx then rejects: the tables are written at full width instead;
+* nbconvert writes what a cell prints as a `parsed-literal` block, whose text
+  reStructuredText still reads as markup: a docstring's `name` turns italic and loses
+  its backticks, a `**kwargs` becomes a broken link. Printed text is written as a plain
+  code block instead (`printed_as_is`), shown exactly as the notebook shows it;
 * d2lbook renders `:cite:` with sphinxcontrib-bibtex but leaves the bibliography to a
   page of its own: here every page that cites ends with a References section listing
   what it cites (its keys get the page's name as a prefix, so that two pages citing the
@@ -37,6 +41,8 @@ References
 COPY_BUTTON_URL = ('https://raw.githubusercontent.com/choldgraf/sphinx-copybutton/master/'
                    'sphinx_copybutton/_static/copy-button.svg')
 TABLE_COLUMNS = '--columns=1000'
+PRINTED = '.. parsed-literal::\n    :class: output\n'  # nbconvert's block of a cell's print
+PRINTED_AS_IS = '.. code-block:: none\n    :class: output\n'
 
 
 def convert_pandoc(source, from_format, to_format, extra_args=None):
@@ -62,8 +68,15 @@ def cite_locally(text, docname):
     return cited.rstrip('\n') + '\n' + REFERENCES.format(bibfile=BIBFILE, prefix=prefix)
 
 
+def printed_as_is(text):
+    """A page's reStructuredText with every block of printed output a plain code
+    block (no markup read in it) instead of nbconvert's parsed literal."""
+    return text.replace(PRINTED, PRINTED_AS_IS)
+
+
 def with_references(ipynb2rst):
-    """d2lbook's notebook-to-rst step, followed by `cite_locally` on the page."""
+    """d2lbook's notebook-to-rst step, followed by `printed_as_is` and `cite_locally`
+    on the page."""
     def convert(input_fn, output_fn):
         ipynb2rst(input_fn, output_fn)
         if not os.path.isfile(output_fn):
@@ -72,7 +85,7 @@ def with_references(ipynb2rst):
             text = f.read()
         docname = os.path.splitext(os.path.basename(output_fn))[0]
         with open(output_fn, 'w', encoding='utf-8') as f:
-            f.write(cite_locally(text, docname))
+            f.write(cite_locally(printed_as_is(text), docname))
     return convert
 
 
