@@ -130,10 +130,13 @@ def add_predict_parser(subparsers):
 
 
 def check_cpu_precision(precision):
-    """--precision bf16 needs a CPU with avx512_bf16 or AMX (`run.precision`)."""
+    """--precision bf16 needs a CPU with avx512_bf16 or AMX (`run.precision`); returns
+    the precision to run in ('auto' resolved)."""
     import mxnet as mx
-    from .run.precision import check_hardware
+    from .run.precision import check_hardware, inference_precision
+    precision = inference_precision(precision, mx.cpu())
     check_hardware(precision, [mx.cpu()])
+    return precision
 
 
 def run_predict(args):
@@ -142,7 +145,7 @@ def run_predict(args):
     from .run.files import check_new_file, check_output
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
-    check_cpu_precision(args.precision)
+    args.precision = check_cpu_precision(args.precision)
     check_folder('--model', args.model)
     info = load_task_info(model_folder(args.model))
     if args.answers_one_question():
@@ -162,7 +165,8 @@ def run_predict(args):
                       precision=args.precision, overwrite=args.overwrite)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
-    print(f'wrote {summary["examples"]} predictions to {args.out}{shown}')
+    print(f'wrote {summary["examples"]} predictions to {args.out} (matrix products in '
+          f'{args.precision}){shown}')
 
 
 def run_predict_squad(args):
@@ -218,7 +222,7 @@ def add_encode_parser(subparsers):
 
 def run_encode(args):
     args = EncodeOptions.from_arguments(args)
-    check_cpu_precision(args.precision)
+    args.precision = check_cpu_precision(args.precision)
     if args.data is not None:
         return run_encode_file(args)
     return run_encode_text(args)

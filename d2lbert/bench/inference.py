@@ -21,6 +21,9 @@ import time
 
 import numpy as onp
 
+from ..run.files import check_output, write_file_atomically
+from .machine import describe_machine
+
 SST2_TRAIN = os.path.join('..', 'shared', 'data', 'sst-2', 'train.tsv')
 PEER_BATCH_SIZE = 64
 
@@ -167,17 +170,22 @@ def main(argv=None):
                    options.threads))
         return
     options.precisions = options.precisions.split(',')
+    if options.json:
+        check_output('--json', options.json, {'--sst2': options.sst2, '--model': options.model})
     with tempfile.TemporaryDirectory() as folder:
         txt, tsv = write_texts(options.sst2, options.texts, folder,
                                text_column_of(options.classifier))
-        results = {'texts': options.texts, 'threads': options.threads,
+        results = {'command': 'python -m d2lbert.bench.inference ' + ' '.join(
+                       argv if argv is not None else sys.argv[1:]),
+                   'date': time.strftime('%Y-%m-%d'), 'machine': describe_machine(),
+                   'texts': options.texts, 'threads': options.threads,
                    'encode': bench_encode(options, txt, folder)}
         if options.classifier:
             results['predict'] = bench_predict(options, tsv, txt, folder)
     print(json.dumps(results, indent=2))
     if options.json:
-        with open(options.json, 'w', encoding='utf-8') as f:
-            json.dump(results, f, indent=2)
+        write_file_atomically('--json', options.json,
+                              lambda f: json.dump(results, f, indent=2))
 
 
 if __name__ == '__main__':

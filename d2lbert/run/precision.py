@@ -17,7 +17,7 @@ from .errors import RunError
 
 PRECISIONS = {'fp32': 'float32', 'bf16': 'bfloat16', 'fp16': 'float16'}
 # inference runs on the CPU, where MXNet has no float16 matrix product
-INFERENCE_PRECISIONS = ('fp32', 'bf16')
+INFERENCE_PRECISIONS = ('auto', 'fp32', 'bf16')  # auto: `inference_precision`
 CPU_BF16_FLAGS = ('avx512_bf16', 'amx_bf16')
 MIN_BF16_GPU = (8, 0)
 
@@ -27,6 +27,14 @@ def resolve_precision(precision, amp=False):
     if amp and precision not in ('fp32', 'fp16'):
         raise RunError(f'--amp means --precision fp16: drop it or --precision {precision}')
     return 'fp16' if amp else precision
+
+
+def inference_precision(precision, ctx):
+    """The precision an inference command runs in: 'auto' is bf16 where the device
+    computes it (a CPU with avx512_bf16 or AMX), else fp32; the others as given."""
+    if precision != 'auto':
+        return precision
+    return 'fp32' if missing_hardware('bf16', [ctx]) else 'bf16'
 
 
 def check_hardware(precision, ctxs):
