@@ -48,8 +48,7 @@ class PredictOptions(Options):
                              'folder --out, whole) (default: refuse)')
     precision: str = option('auto', 'the type the matrix products compute in: fp32, bf16 (a '
                             'CPU with avx512_bf16 or AMX) or auto (bf16 where the CPU has '
-                            'it, else fp32; on SST-2 the labels equal fp32\'s on 99.9%%)',
-                            choice(INFERENCE_PRECISIONS))
+                            'it, else fp32)', choice(INFERENCE_PRECISIONS))
 
     def __post_init__(self):
         if self.batch_size is None and not self.answers_one_question():
