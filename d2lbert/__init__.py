@@ -17,7 +17,7 @@ blocks), `fast` (the same model, faster on a CPU: `fast.accelerate`), `data`, `r
 (``d2lbert.data``, ``d2lbert.interop``, ...).
 
 Versions follow semantic versioning; a public name is removed only after a minor
-version in which it warns (CHANGELOG.md).
+version in which it warns (docs/changelog.md).
 """
 import importlib
 

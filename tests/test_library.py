@@ -94,7 +94,7 @@ def test_the_api_holds_the_blocks_and_the_model_io():
 
 
 def test_the_version_is_in_the_changelog():
-    with open(os.path.join(ROOT, 'CHANGELOG.md'), encoding='utf-8') as f:
+    with open(os.path.join(ROOT, 'docs', 'changelog.md'), encoding='utf-8') as f:
         assert f'## {d2lbert.__version__}' in f.read()
     assert os.path.isfile(os.path.join(ROOT, 'LICENSE'))
 
