@@ -231,6 +231,7 @@ def run_encode(args):
 def run_encode_text(args):
     import numpy
     from .interop import get_bert_encoding
+    from .model.precision import feed_forward_inputs_in_float32
     from .run.precision import use_precision
     from .run.files import check_new_file, check_output, write_file_atomically
     first, second = split_pair(args.text)
@@ -241,6 +242,8 @@ def run_encode_text(args):
         check_new_file('--save', save, args.overwrite)
     net, vocab = load_model_flag(args.model)
     use_precision(net, args.precision)
+    if args.precision == 'bf16':
+        feed_forward_inputs_in_float32(net)  # as encode --data computes
     tokens_a, tokens_b = tokenize_pair(vocab, first, second)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     print(unknown_words_line(vocab, tokens_a + (tokens_b or [])))

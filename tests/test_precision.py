@@ -373,6 +373,26 @@ def test_fp16_graph_casts_around_the_matrix_products():
     assert {params[name] for name in net.collect_params()} == {onp.float32}
 
 
+def test_a_layer_kept_float32_computes_in_float32():
+    """`keep_float32` on the first layer of a ReLU feed-forward block (whose two layers
+    pass the hidden layer uncast when both are reduced): that layer computes in
+    float32, its partner still in float16, the graph's types consistent."""
+    from d2lbert.model.precision import keep_float32, link_reduced_layers
+    net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
+                                               num_heads=2, num_layers=1))
+    net.initialize(init.Normal(0.02))
+    compute_in(net, 'float16')
+    keep_float32(net.encoder.blocks[0].ffn.dense1)
+    link_reduced_layers(net)
+    net.hybridize()
+    names = ('tokens', 'segments', 'valid_lens', 'pred_positions')
+    outputs = net(*[mx.sym.var(name).as_np_ndarray() for name in names])
+    symbol = mx.sym.Group([out.as_nd_ndarray() for out in outputs])
+    types = types_by_operator(symbol, **{name: 'float32' for name in names})
+    # Q, K, V, output in float16, the FFN's first layer float32, its second float16
+    assert types['FullyConnected'][:6] == [onp.float16] * 4 + [onp.float32, onp.float16]
+
+
 @pytest.mark.parametrize('head', ['classifier', 'mean', 'tagger', 'qa'])
 def test_fine_tuning_heads_stay_float32(head):
     """A fine-tuning model under fp16 (type inference of the hybridized graph, on a

@@ -47,10 +47,10 @@ class EncodeOptions(Options):
     normalize: bool = option(False, 'with --data: scale every vector to length 1')
     batch_size: int = option(ENCODE_BATCH_SIZE, 'with --data: texts per batch',
                              integer(1))
-    precision: str = option('fp32', 'the type the matrix products compute in: fp32, bf16 (a '
-                            'CPU with avx512_bf16 or AMX) or auto (bf16 where the CPU has '
-                            'it); bf16 vectors are within cosine 0.9999 of fp32\'s but for a '
-                            'few texts', choice(INFERENCE_PRECISIONS))
+    precision: str = option('auto', 'the type the matrix products compute in: fp32, bf16 '
+                            '(a CPU with avx512_bf16 or AMX; the feed-forward blocks\' first '
+                            'layers stay fp32) or auto (bf16 where the CPU has it)',
+                            choice(INFERENCE_PRECISIONS))
     text: str = option(None, 'a sentence; separate a pair with " ||| " (or give --data)',
                        positional=True)
 

@@ -20,8 +20,9 @@ import numpy as onp
 from .. import fast
 from ..data.tasks import EncodedExample, encode_text_pair
 from ..model import SentenceEncoder
+from ..model.precision import feed_forward_inputs_in_float32
 from ..run.inference import outputs_by_length
-from ..run.setup import prepare_inference
+from ..run.setup import prepare_model
 from ..util.numpy_mode import in_numpy_mode
 
 CHUNK_BATCHES = 64  # sorted by length within 64 batches: about as little padding as all
@@ -35,7 +36,7 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
 
     net, vocab: a pretrained BERT (`load_pretrained`); net's blocks are switched to the
       fast path and its matrix products to `precision` ('fp32', or 'bf16' on a CPU with
-      avx512_bf16 or AMX), in place (`run.setup.prepare_inference`: the same parameters)
+      avx512_bf16 or AMX: `sentence_encoder`), in place (the same parameters)
     texts: a list (or any iterable) of str
     pooling: 'mean' (of each text's token encodings) or 'cls' (`<cls>`'s encoding);
       normalize: each vector divided by its length (`model.SentenceEncoder`)
@@ -56,10 +57,15 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
 
 
 def sentence_encoder(net, pooling='mean', normalize=False, precision='fp32'):
-    """A `SentenceEncoder` of net's encoder (shared), on the fast path, in `precision`,
-    hybridized."""
-    return prepare_inference(SentenceEncoder(net.encoder, pooling, normalize), precision,
-                             fast)
+    """A `SentenceEncoder` of net's encoder (shared), on the fast path, in `precision`
+    (bf16: but the feed-forward blocks' first layers,
+    `model.precision.feed_forward_inputs_in_float32`), hybridized."""
+    model = prepare_model(SentenceEncoder(net.encoder, pooling, normalize), precision, fast)
+    if precision == 'bf16':
+        feed_forward_inputs_in_float32(model)
+    model.hybridize(static_alloc=True)
+    return model
+
 
 
 def vectors_in_chunks(model, vocab, texts, batch_size=64, max_len=None):

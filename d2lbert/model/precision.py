@@ -113,9 +113,12 @@ class ReducedPrecisionFFN(PositionWiseFFN):
     to `dense2`: two casts fewer each way. With GELU (no bfloat16 GELU in MXNet 1.9)
     the dense layers cast around themselves, as everywhere."""
     def link_reduced_layers(self):
-        """Tell the two dense layers to pass the hidden layer in the compute type."""
-        if isinstance(self.activation, nn.Activation):  # ReLU
-            self.dense1.casts_output = self.dense2.casts_input = False
+        """Tell the two dense layers to pass the hidden layer in the compute type, if
+        both compute in it (one may have been kept float32: `keep_float32`)."""
+        linked = (isinstance(self.activation, nn.Activation)  # ReLU
+                  and compute_dtype(self.dense1) == compute_dtype(self.dense2)
+                  != COMPUTE_DTYPES['float32'])
+        self.dense1.casts_output = self.dense2.casts_input = not linked
 
 
 class ReducedPrecisionAttention(MultiHeadAttention):
@@ -187,18 +190,37 @@ def compute_in(net, dtype):
         if dtype != COMPUTE_DTYPES['float32']:
             block.__class__ = REDUCED_PRECISION_BLOCKS.get(type(block), type(block))
 
-    def keep_float32(block):
-        block.compute_dtype = COMPUTE_DTYPES['float32']
-        if isinstance(block, ReducedPrecisionDense):
-            block.__class__ = nn.Dense
-
     net.apply(record)
     for block in blocks_of(net, NextSentenceClassifier):
-        block.apply(keep_float32)
+        keep_float32(block)
     for head in blocks_of(net, TASK_MODELS):
         for layer in (head.output, getattr(head, 'pooler', None)):
             if layer is not None:
-                layer.apply(keep_float32)
+                keep_float32(layer)
+    return link_reduced_layers(net)
+
+
+def keep_float32(block):
+    """Have `block` (and the blocks inside it) compute in float32 in a net that
+    `compute_in` switched to a reduced type; call `link_reduced_layers(net)` after."""
+    def to_float32(inner):
+        inner.compute_dtype = COMPUTE_DTYPES['float32']
+        if isinstance(inner, ReducedPrecisionDense):
+            inner.__class__ = nn.Dense
+    block.apply(to_float32)
+
+
+def feed_forward_inputs_in_float32(net):
+    """Keep the first layer of each feed-forward block of a bfloat16 `net` in float32
+    (sentence vectors: `d2lbert encode`); returns net.
+
+    Its output goes through GELU (or ReLU) into the block's widest layer, and its
+    rounding is what moves a short text's vector most: over MiniLM's vectors of 20,000
+    SST-2 sentences the least cosine to float32 is 0.99990 all in bfloat16 and 0.99994
+    so, at about a fifth of bfloat16's gain given up
+    (`chapter_bert/tools/encode_precision.py`, results/encode-precision.json)."""
+    for ffn in blocks_of(net, PositionWiseFFN):
+        keep_float32(ffn.dense1)
     return link_reduced_layers(net)
 
 
