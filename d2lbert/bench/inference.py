@@ -9,7 +9,9 @@ outputs are (the least cosine of a row; the share of equal labels).
         --texts 20000 --threads 2 --precisions fp32,bf16 --json inference.json
 
 --classifier (a `d2lbert finetune` output folder) is optional: without it, encode only.
-Not yet a part of `d2lbert bench --configs`.
+The same measurement is the 'inference' part of `d2lbert bench` (`d2lbert bench
+--configs inference [--precision bf16] [--classifier RUN]`), which judges its targets
+(`report.py`).
 """
 import argparse
 import json
@@ -22,9 +24,9 @@ import time
 import numpy as onp
 
 from ..run.files import check_output, write_file_atomically
+from .inference_inputs import SST2_TRAIN
 from .machine import describe_machine
 
-SST2_TRAIN = os.path.join('..', 'shared', 'data', 'sst-2', 'train.tsv')
 PEER_BATCH_SIZE = 64
 
 
