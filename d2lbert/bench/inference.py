@@ -9,7 +9,9 @@ outputs are (the least cosine of a row; the share of equal labels).
         --texts 20000 --threads 2 --precisions fp32,bf16 --json inference.json
 
 --classifier (a `d2lbert finetune` output folder) is optional: without it, encode only.
-Not yet a part of `d2lbert bench --configs`.
+The same measurement is the 'inference' part of `d2lbert bench` (`d2lbert bench
+--configs inference [--precision bf16] [--classifier RUN]`), which judges its targets
+(`report.py`).
 """
 import argparse
 import json
@@ -22,10 +24,21 @@ import time
 import numpy as onp
 
 from ..run.files import check_output, write_file_atomically
+from .inference_inputs import SST2_TRAIN
 from .machine import describe_machine
 
-SST2_TRAIN = os.path.join('..', 'shared', 'data', 'sst-2', 'train.tsv')
 PEER_BATCH_SIZE = 64
+
+
+def default_precisions():
+    """{'encode': ..., 'predict': ...}: the precision each command computes in on this
+    machine when its --precision is not given ('auto': bf16 where the CPU has it)."""
+    import mxnet as mx
+    from ..finetuning.predict import PredictOptions
+    from ..interop.encode import EncodeOptions
+    from ..run.precision import inference_precision
+    return {'encode': inference_precision(EncodeOptions.precision, mx.cpu()),
+            'predict': inference_precision(PredictOptions.precision, mx.cpu())}
 
 
 def write_texts(sst2_train, count, folder, column='sentence'):
@@ -107,17 +120,22 @@ def timed_peer(kind, model, texts_file, out, threads):
     return float(stdout.strip().splitlines()[-1])
 
 
-def bench_encode(options, txt, folder):
+def bench_encode(model, txt, folder, precisions, threads, log=print):
+    """{row: {'seconds', ...}} of encoding the texts of `txt`: sentence-transformers
+    with `model`, then `d2lbert encode --data` in each of `precisions`, each row's
+    least cosine to sentence-transformers' vector of the same text and its speedup."""
     theirs = os.path.join(folder, 'st.npy')
+    log('inference: encode / sentence-transformers ...')
     results = {'sentence-transformers': {'seconds': timed_peer(
-        'sentence-transformers', options.model, txt, theirs, options.threads)}}
+        'sentence-transformers', model, txt, theirs, threads)}}
     reference = onp.load(theirs)
-    for precision in options.precisions:
+    for precision in precisions:
+        log(f'inference: encode / d2lbert {precision} ...')
         ours = os.path.join(folder, f'emb-{precision}.npy')
         seconds, _ = timed_process(
-            [sys.executable, '-m', 'd2lbert', 'encode', '--model', options.model, '--data',
+            [sys.executable, '-m', 'd2lbert', 'encode', '--model', model, '--data',
              txt, '--pooling', 'mean', '--normalize', '--out', ours, '--precision',
-             precision], options.threads)
+             precision], threads)
         vectors = onp.load(ours)
         results[f'd2lbert {precision}'] = {
             'seconds': seconds, 'rows': len(vectors),
@@ -126,21 +144,27 @@ def bench_encode(options, txt, folder):
     return results
 
 
-def bench_predict(options, tsv, txt, folder):
+def bench_predict(classifier, tsv, txt, folder, precisions, threads, log=print):
+    """{row: {'seconds', ...}} of classifying the texts: transformers'
+    `BertForSequenceClassification` with `classifier` converted to Hugging Face, then
+    `d2lbert predict --data tsv` in each of `precisions`, each row's share of labels
+    equal to transformers' and its speedup."""
     exported = os.path.join(folder, 'classifier-hf')
     timed_process([sys.executable, '-m', 'd2lbert', 'convert', '--to-hf',
-                   options.classifier, '--out', exported], options.threads)
+                   classifier, '--out', exported], threads)
     theirs = os.path.join(folder, 'transformers.npy')
+    log('inference: predict / transformers ...')
     results = {'transformers': {'seconds': timed_peer('transformers', exported, txt, theirs,
-                                                      options.threads)}}
+                                                      threads)}}
     with open(os.path.join(exported, 'config.json'), encoding='utf-8') as f:
         id2label = json.load(f)['id2label']
     reference = [id2label[str(i)] for i in onp.load(theirs)]
-    for precision in options.precisions:
+    for precision in precisions:
+        log(f'inference: predict / d2lbert {precision} ...')
         out = os.path.join(folder, f'pred-{precision}.jsonl')
         seconds, _ = timed_process(
-            [sys.executable, '-m', 'd2lbert', 'predict', '--model', options.classifier,
-             '--data', tsv, '--out', out, '--precision', precision], options.threads)
+            [sys.executable, '-m', 'd2lbert', 'predict', '--model', classifier,
+             '--data', tsv, '--out', out, '--precision', precision], threads)
         with open(out, encoding='utf-8') as f:
             labels = [json.loads(line)['label'] for line in f]
         results[f'd2lbert {precision}'] = {
@@ -148,6 +172,18 @@ def bench_predict(options, tsv, txt, folder):
             'equal_labels': sum(a == b for a, b in zip(labels, reference)) / len(reference),
             'speedup': results['transformers']['seconds'] / seconds}
     return results
+
+
+def measure_inference(model, classifier, sst2, count, precisions, threads, log=print):
+    """{'texts', 'default_precisions', 'encode', 'predict'} on the first `count`
+    sentences of SST-2's train.tsv `sst2`: encode against sentence-transformers with
+    `model`; predict against transformers with `classifier` (None: not measured)."""
+    with tempfile.TemporaryDirectory() as folder:
+        txt, tsv = write_texts(sst2, count, folder, text_column_of(classifier))
+        return {'texts': count, 'default_precisions': default_precisions(),
+                'encode': bench_encode(model, txt, folder, precisions, threads, log),
+                'predict': None if classifier is None else bench_predict(
+                    classifier, tsv, txt, folder, precisions, threads, log)}
 
 
 def main(argv=None):
@@ -169,19 +205,16 @@ def main(argv=None):
         print(peer(options.peer, options.model, options.peer_texts, options.peer_out,
                    options.threads))
         return
-    options.precisions = options.precisions.split(',')
     if options.json:
         check_output('--json', options.json, {'--sst2': options.sst2, '--model': options.model})
-    with tempfile.TemporaryDirectory() as folder:
-        txt, tsv = write_texts(options.sst2, options.texts, folder,
-                               text_column_of(options.classifier))
-        results = {'command': 'python -m d2lbert.bench.inference ' + ' '.join(
-                       argv if argv is not None else sys.argv[1:]),
-                   'date': time.strftime('%Y-%m-%d'), 'machine': describe_machine(),
-                   'texts': options.texts, 'threads': options.threads,
-                   'encode': bench_encode(options, txt, folder)}
-        if options.classifier:
-            results['predict'] = bench_predict(options, tsv, txt, folder)
+    results = {'command': 'python -m d2lbert.bench.inference ' + ' '.join(
+                   argv if argv is not None else sys.argv[1:]),
+               'date': time.strftime('%Y-%m-%d'), 'machine': describe_machine(),
+               'threads': options.threads}
+    results.update(measure_inference(
+        options.model, options.classifier, options.sst2, options.texts,
+        options.precisions.split(','), options.threads,
+        log=lambda text: print(text, file=sys.stderr)))
     print(json.dumps(results, indent=2))
     if options.json:
         write_file_atomically('--json', options.json,

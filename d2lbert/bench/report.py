@@ -1,8 +1,10 @@
 """Turn the benchmark's numbers into ratios, pass/fail targets, a table and a README
 snippet."""
 import os
+from typing import NamedTuple
 
 from .finetune_lines import FINETUNE, SQUAD
+from .inference_inputs import INFERENCE
 from .machine import machine_line
 from .rounds import steps_per_round
 
@@ -32,6 +34,25 @@ PRECISION_TARGETS = [
     ('fine-tuning (bert.small): d2lbert bf16 vs transformers bf16 autocast',
      (FINETUNE, 'bert.small', 'd2lbert bf16', 'transformers bf16'), 2.5),
 ]
+
+
+class InferenceCommand(NamedTuple):
+    """A command of the inference part: its table row and its target (issue 53)."""
+    name: str          # its key in results['inference']
+    shown: str         # how the table shows it
+    peer: str          # the row it is timed against
+    closeness: str     # the key of how close its outputs are to the peer's
+    reads: str         # how the closeness reads
+    needed: float      # the closeness its target asks for
+
+
+INFERENCE_COMMANDS = [
+    InferenceCommand('encode', '`encode --data --pooling mean --normalize`',
+                     'sentence-transformers', 'min_cosine', 'least cosine', 0.9999),
+    InferenceCommand('predict', '`predict --data`', 'transformers', 'equal_labels',
+                     'equal labels', 0.995),
+]
+INFERENCE_SPEEDUP = 1.5  # each command's target: at least this over its peer
 
 
 def _ok(result):
@@ -103,8 +124,37 @@ def measured(results, where):
                 results, *args)
 
 
+def inference_target(results, command):
+    """The target of an `InferenceCommand`: {'target', 'value' (its speedup over its
+    peer), 'required', 'passed' (fast enough and close enough), 'detail' (the
+    closeness), or 'note' (why it is not judged)}, on the row of the precision the
+    command computes in by default on the machine measured."""
+    inference = results.get(INFERENCE) or {}
+    precision = (inference.get('default_precisions') or {}).get(command.name)
+    row = {'target': f'{command.name} --data ({precision or "its default precision"}) vs '
+                     f'{command.peer}, {command.reads} >= {command.needed:g}',
+           'value': None, 'required': INFERENCE_SPEEDUP, 'passed': None}
+    if not _ok(inference.get(command.name)):
+        return row
+    run = inference[command.name].get(f'd2lbert {precision}')
+    if run is None:
+        return dict(row, note=f"{precision}, {command.name}'s default here, not measured "
+                              f'(--precision {precision})')
+    closeness = run[command.closeness]
+    return dict(row, value=run['speedup'],
+                detail=f'{command.reads} {closeness_text(closeness)}',
+                passed=run['speedup'] >= INFERENCE_SPEEDUP and closeness >= command.needed)
+
+
+def closeness_text(value):
+    """A least cosine or a share of equal labels, with digits enough to tell 0.99989
+    from 0.9999."""
+    return f'{value:.5f}'
+
+
 def evaluate_targets(results):
-    """[{'target', 'value', 'required', 'passed'}]; value None: not measured."""
+    """[{'target', 'value', 'required', 'passed'}, with 'detail' or 'note' for the
+    inference targets]; value None: not measured."""
     rows = []
     targets = [(text, where, required) for text, where, required in TARGETS]
     if (results.get('options') or {}).get('precision', 'fp32') != 'fp32':
@@ -114,7 +164,7 @@ def evaluate_targets(results):
         value = measured(results, where)
         rows.append({'target': text, 'value': value, 'required': required,
                      'passed': None if value is None else value >= required})
-    return rows
+    return rows + [inference_target(results, command) for command in INFERENCE_COMMANDS]
 
 
 def _table(header, rows):
@@ -226,11 +276,18 @@ QUICK_NOTE = ('not judged with --quick (tiny sizes, 2 steps: it checks the harne
 
 def target_rows(results):
     mark = {True: 'PASS', False: 'FAIL', None: 'n/a'}
-    return [[row['target'],
-             '-' if row['value'] is None else (
-                 f"{row['value']:.0%}" if row['required'] < 1 else _x(row['value'])),
+    return [[row['target'], measured_text(row),
              f"{row['required']:.0%}" if row['required'] < 1 else f"{row['required']:g}x",
              mark[row['passed']]] for row in evaluate_targets(results)]
+
+
+def measured_text(row):
+    """A target's measured value as the table shows it: a share or a ratio, with its
+    detail; or why it was not judged."""
+    if row['value'] is None:
+        return row.get('note', '-')
+    value = f"{row['value']:.0%}" if row['required'] < 1 else _x(row['value'])
+    return f"{value} ({row['detail']})" if 'detail' in row else value
 
 
 def kernel_rows(results):
@@ -258,6 +315,45 @@ def kernel_rows(results):
 KERNEL_HEADER = ['kernel (book size, fwd + bwd)', 'ms', 'rate', 'of the ceiling']
 
 
+def inference_precisions(results):
+    """The precisions d2lbert's inference rows were measured in: ['fp32', 'bf16']."""
+    encode = results[INFERENCE]['encode']
+    return [row.split()[1] for row in encode if row.startswith('d2lbert ')]
+
+
+def inference_header(results):
+    return ['command', 'peer', *[f'd2lbert {precision}'
+                                 for precision in inference_precisions(results)],
+            'closeness']
+
+
+def inference_rows(results):
+    """[command, peer seconds, d2lbert's seconds (speedup) per precision, closeness per
+    precision] of encode and predict (predict: if it was measured)."""
+    precisions = inference_precisions(results)
+    rows = []
+    for command in INFERENCE_COMMANDS:
+        runs = results[INFERENCE][command.name]
+        if runs is None:
+            continue
+        ours = [runs[f'd2lbert {precision}'] for precision in precisions]
+        rows.append([command.shown, f"{command.peer} {runs[command.peer]['seconds']:.1f} s",
+                     *[f"{run['seconds']:.1f} s ({_x(run['speedup'])})" for run in ours],
+                     f'{command.reads} ' + ', '.join(
+                         f'{closeness_text(run[command.closeness])} ({precision})'
+                         for precision, run in zip(precisions, ours))])
+    return rows
+
+
+def inference_title(results):
+    """What the inference table measures: the texts, the processes, the peers."""
+    return (f"Inference (the first {results[INFERENCE]['texts']} SST-2 training sentences; "
+            'd2lbert: whole `d2lbert encode --data` / `predict --data` processes, start and '
+            "model loading included; peers: sentence-transformers' encode(batch_size=64) "
+            "and transformers' BertForSequenceClassification over length-sorted batches of "
+            '64, model loading excluded)')
+
+
 def format_report(results):
     """The human-readable report: machine, GEMM rate, step table, kernels, end to end,
     data, targets."""
@@ -279,6 +375,11 @@ def format_report(results):
         if results.get(line):
             parts.append(f'\n{TITLES[line](results)}:\n'
                          + _table(HEADERS[line], finetune_rows(results, line)))
+    if _ok(results.get(INFERENCE)):
+        parts.append(f'\n{inference_title(results)}:\n'
+                     + _table(inference_header(results), inference_rows(results)))
+    elif results.get(INFERENCE):
+        parts.append(f"\nInference: error: {results[INFERENCE]['error']}")
     if kernel_rows(results):
         parts.append("\nd2lbert's kernels:\n" + _table(KERNEL_HEADER, kernel_rows(results)))
     if results.get('end_to_end'):
@@ -340,6 +441,9 @@ def markdown_snippet(results):
         if results.get(line):
             lines += [f'{TITLES[line](results)}:', '',
                       _markdown_table(HEADERS[line], finetune_rows(results, line)), '']
+    if _ok(results.get(INFERENCE)):
+        lines += [f'{inference_title(results)}:', '',
+                  _markdown_table(inference_header(results), inference_rows(results)), '']
     if kernel_rows(results):
         lines += [_markdown_table(KERNEL_HEADER, kernel_rows(results)), '']
     if results.get('end_to_end'):
