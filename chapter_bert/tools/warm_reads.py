@@ -1,7 +1,7 @@
 """How often a warm start reads a big `--data` file: `d2lbert pretrain` on one
 540 MB file of one text per line, cold, warm, and warm again under strace.
 
-    python chapter_bert/tools/warm_reads.py [--words 103] [--threads 2]
+    python chapter_bert/tools/warm_reads.py [--words 103] [--steps 20] [--threads 2]
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens]
         [--out chapter_bert/results/warm-reads.json]
 
@@ -9,7 +9,7 @@ The file is `scale_study.make_corpus`'s wiki.train.tokens (WikiText-2's lines sh
 and repeated to --words million words: a paragraph per line, headings and blank lines
 as WikiText has them), given to `--data` as a file (not the folder). Each run is
 
-    python -m d2lbert pretrain --data FILE --objective mlm --steps 20 --log-every 1
+    python -m d2lbert pretrain --data FILE --objective mlm --steps STEPS --log-every 1
         --eval-every 0 --save-every 0 --no-progress --out RUN
 
 with the same D2LBERT_HOME: the cold run learns the vocabulary and encodes the file
@@ -31,8 +31,8 @@ from results_file import check_results_file, fail, write_results  # noqa: E402
 from scale_study import ROOT, WIKITEXT, make_corpus, measure_run  # noqa: E402
 
 RESULTS = os.path.join(ROOT, 'chapter_bert', 'results', 'warm-reads.json')
-PRETRAIN = ['--objective', 'mlm', '--steps', '20', '--log-every', '1', '--eval-every', '0',
-            '--save-every', '0', '--no-progress']
+PRETRAIN = ['--objective', 'mlm', '--log-every', '1', '--eval-every', '0', '--save-every', '0',
+            '--no-progress']
 # strace -y names each descriptor's file: read(3</tmp/x/wiki.train.tokens>, ...) = 65536
 READ = re.compile(r'\b(?:read|pread64)\((\d+)<([^>]*)>,.*\)\s+=\s+(\d+)')
 OPEN = re.compile(r'\bopenat\([^,]+, "([^"]*)"')
@@ -52,11 +52,11 @@ def reads_of(trace, path):
     return read_bytes, opens
 
 
-def traced_run(data, home, run_dir, threads):
+def traced_run(data, home, run_dir, threads, pretrain_flags):
     """A warm run under strace: {'bytes_read', 'opens'} of the file `data`."""
     trace = run_dir + '.strace'
     command = ['strace', '-f', '-y', '-qq', '-e', 'trace=openat,read,pread64', '-o', trace,
-               sys.executable, '-m', 'd2lbert', 'pretrain', '--data', data, *PRETRAIN,
+               sys.executable, '-m', 'd2lbert', 'pretrain', '--data', data, *pretrain_flags,
                '--out', run_dir]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), D2LBERT_HOME=home, PYTHONPATH=ROOT)
     done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -70,12 +70,14 @@ def traced_run(data, home, run_dir, threads):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--words', type=float, default=103, help='millions of words')
+    parser.add_argument('--steps', type=int, default=20, help='steps of each run')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--wikitext', default=WIKITEXT)
     parser.add_argument('--out', default=RESULTS)
     args = parser.parse_args(argv)
-    if args.words <= 0 or args.threads < 1:
-        fail('warm_reads', '--words must be positive and --threads at least 1')
+    if args.words <= 0 or args.threads < 1 or args.steps < 1:
+        fail('warm_reads', '--words must be positive, --steps and --threads at least 1')
+    pretrain_flags = [*PRETRAIN, '--steps', str(args.steps)]
     try:
         with open(args.wikitext, encoding='utf-8') as f:
             lines = f.readlines()
@@ -87,7 +89,8 @@ def main(argv=None):
                'command': 'python chapter_bert/tools/warm_reads.py '
                + ' '.join(sys.argv[1:] if argv is None else argv),
                'threads': args.threads,
-               'pretrain': ['d2lbert', 'pretrain', '--data', 'FILE', *PRETRAIN, '--out', 'RUN']}
+               'pretrain': ['d2lbert', 'pretrain', '--data', 'FILE', *pretrain_flags, '--out',
+                            'RUN']}
     with tempfile.TemporaryDirectory(prefix='warm-reads-') as scratch:
         corpus = make_corpus(lines, args.words, 0, os.path.join(scratch, 'corpus'))
         data = os.path.join(scratch, 'corpus', 'wiki.train.tokens')
@@ -96,11 +99,11 @@ def main(argv=None):
         home = os.path.join(scratch, 'home')
         for start in ('cold', 'warm'):
             results[start] = measure_run(data, home, os.path.join(scratch, start), args,
-                                         PRETRAIN)
+                                         pretrain_flags)
             print(f"warm_reads: {start}: first step after "
                   f"{results[start]['first_step_seconds']:.1f} s", flush=True)
         results['traced_warm'] = traced_run(data, home, os.path.join(scratch, 'traced'),
-                                            args.threads)
+                                            args.threads, pretrain_flags)
         results['traced_warm']['reads_of_the_file'] = (results['traced_warm']['bytes_read']
                                                        / results['file']['bytes'])
     print(f"warm_reads: the warm start read the file {results['traced_warm']['opens']} "

@@ -216,9 +216,9 @@ def feed_forward_inputs_in_float32(net):
 
     Its output goes through GELU (or ReLU) into the block's widest layer, and its
     rounding is what moves a short text's vector most: over MiniLM's vectors of 20,000
-    SST-2 sentences the least cosine to float32 is 0.99990 all in bfloat16 and 0.99994
-    so, at about a fifth of bfloat16's gain given up
-    (`chapter_bert/tools/encode_precision.py`, results/encode-precision.json)."""
+    SST-2 sentences the least cosine to sentence-transformers' is 0.99990 all in
+    bfloat16 and 0.99994 so, at about a quarter of bfloat16's gain given up
+    (chapter_bert/results/encode-precision.json, docs/performance.md)."""
     for ffn in blocks_of(net, PositionWiseFFN):
         keep_float32(ffn.dense1)
     return link_reduced_layers(net)
