@@ -222,6 +222,8 @@ def add_encode_parser(subparsers):
 
 def run_encode(args):
     args = EncodeOptions.from_arguments(args)
+    if args.data is None and args.precision == 'auto':
+        args.precision = 'fp32'  # one text: nothing for bf16 to gain
     args.precision = check_cpu_precision(args.precision)
     if args.data is not None:
         return run_encode_file(args)
@@ -410,7 +412,7 @@ def run_bench(args):
     if args.json is not None:
         check_output_file('--json', args.json)
         check_output('--json', args.json, {'--wikitext': options.wikitext,
-                                           '--sst2': options.sst2})
+                                           '--sst2-train': options.sst2_train})
     results = run_benchmarks(options, log=lambda text: print(text, file=sys.stderr))
     results['command'] = shlex.join(['d2lbert'] + sys.argv[1:]) \
         if sys.argv[1:2] == ['bench'] else 'd2lbert bench'

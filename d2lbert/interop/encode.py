@@ -49,7 +49,8 @@ class EncodeOptions(Options):
                              integer(1))
     precision: str = option('auto', 'the type the matrix products compute in: fp32, bf16 '
                             '(a CPU with avx512_bf16 or AMX; the feed-forward blocks\' first '
-                            'layers stay fp32) or auto (bf16 where the CPU has it)',
+                            'layers stay fp32) or auto (with --data, bf16 where the CPU '
+                            'has it; one text, fp32)',
                             choice(INFERENCE_PRECISIONS))
     text: str = option(None, 'a sentence; separate a pair with " ||| " (or give --data)',
                        positional=True)
