@@ -67,7 +67,6 @@ def sentence_encoder(net, pooling='mean', normalize=False, precision='fp32'):
     return model
 
 
-
 def vectors_in_chunks(model, vocab, texts, batch_size=64, max_len=None):
     """Yield the vectors of consecutive chunks of `texts` (an iterable of str, read as
     it goes), each a float32 NumPy array (chunk_size, num_hiddens) in the texts' order;
