@@ -38,8 +38,9 @@ def test_a_warm_start_reads_its_data_file_once(tmp_path):
     if not os.path.isfile(WIKITEXT):
         pytest.skip(f'WikiText-2 not found at {WIKITEXT}')
     out = tmp_path / 'warm-reads.json'
-    done = subprocess.run([sys.executable, TOOL, '--words', '0.1', '--steps', '1', '--wikitext', WIKITEXT,
-                           '--out', str(out)], capture_output=True, text=True, timeout=600,
+    done = subprocess.run([sys.executable, TOOL, '--words', '0.1', '--steps', '1',
+                           '--wikitext', WIKITEXT, '--out', str(out)],
+                          capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     results = json.loads(out.read_text(encoding='utf-8'))
