@@ -12,7 +12,7 @@ float32 (`d2lbert.model.precision.keep_float32`): the feed-forward blocks' first
 layers (what `d2lbert encode --precision bf16` runs), their second layers, the
 attention blocks, or the last encoder block. sentence-transformers'
 `encode(batch_size=64, normalize_embeddings=True)` gives the reference vectors and its
-own seconds. Written to --out, whole or not at all.
+own seconds (`d2lbert.bench.inference.timed_peer`). Written to --out, whole or not at all.
 """
 import argparse
 import json
@@ -26,6 +26,7 @@ import numpy as onp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results_file import check_results_file, fail, write_results  # noqa: E402
+from d2lbert.bench.inference import timed_peer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(REPO, 'chapter_bert', 'results', 'encode-precision.json')
@@ -65,21 +66,6 @@ print(json.dumps({'seconds': time.perf_counter() - start}))
 numpy.save(out, vectors)
 '''
 
-PEER = '''
-import json, sys, time
-import numpy, torch
-from sentence_transformers import SentenceTransformer
-folder, texts_file, out, threads = sys.argv[1:]
-torch.set_num_threads(int(threads))
-encoder = SentenceTransformer(folder, device='cpu')
-with open(texts_file, encoding='utf-8') as f:
-    texts = f.read().splitlines()
-start = time.perf_counter()
-vectors = encoder.encode(texts, batch_size=64, normalize_embeddings=True)
-print(json.dumps({'seconds': time.perf_counter() - start}))
-numpy.save(out, vectors)
-'''
-
 
 def run(code, args, threads):
     """Run `code` in a fresh process; its last stdout line, parsed."""
@@ -111,7 +97,8 @@ def main(argv=None):
         with open(texts_file, 'w', encoding='utf-8') as f:
             f.writelines(text + '\n' for text in texts)
         reference = os.path.join(scratch, 'reference.npy')
-        peer = run(PEER, [args.model, texts_file, reference, str(args.threads)], args.threads)
+        peer = {'seconds': timed_peer('sentence-transformers', args.model, texts_file,
+                                      reference, args.threads)}
         print(f"sentence-transformers: {peer['seconds']:.1f} s", flush=True)
         reference = onp.load(reference)
         for choice in CHOICES:
