@@ -37,9 +37,11 @@ The library is compiled with the system's C++ compiler (`g++`, or `$CXX`) the fi
 time it is needed, against the headers that ship in the MXNet wheel, and cached in
 ``$D2LBERT_KERNEL_CACHE`` (default ``~/.cache/d2lbert/kernels``) under a key of the
 sources, the compiler flags, the MXNet installation and the CPU (they are compiled
-for it, `-march=native`). Where they cannot be built (no compiler, a failed build)
-`available()` is False, with one warning saying why, and the blocks fall back to
-MXNet's own operators (same results, slower);
+for it, `-march=native`; ``$D2LBERT_KERNEL_MARCH`` names another target, e.g.
+``haswell`` to run AVX2 code, as an AVX2 CPU would, on a CPU with AVX-512). Where they
+cannot be built (no compiler, a failed build) `available()` is False, with one
+warning saying why, and the blocks fall back to MXNet's own operators (same results,
+slower);
 ``D2LBERT_FUSED_KERNELS=0`` chooses that fallback on purpose, without a warning.
 """
 import concurrent.futures
@@ -70,8 +72,13 @@ HEADERS = ('common.h', 'gemm.h')
 # negative argument (to set errno) and a scalar call: Adam's update of a 30522 x 256
 # embedding (kernels/adam.cc) took 9.0 ms instead of 3.3 (Zen 5, 2 threads). Nothing
 # reads errno; square roots are exact either way.
-CXXFLAGS = ['-O3', '-march=native', '-fno-trapping-math', '-fno-math-errno', '-std=c++17',
-            '-shared', '-fPIC', '-fopenmp']
+CXXFLAGS = ['-O3', '-fno-trapping-math', '-fno-math-errno', '-std=c++17', '-shared', '-fPIC',
+            '-fopenmp']
+
+
+def compiler_flags():
+    """CXXFLAGS with the target CPU: -march=native, or $D2LBERT_KERNEL_MARCH."""
+    return [*CXXFLAGS, '-march=' + (os.environ.get('D2LBERT_KERNEL_MARCH') or 'native')]
 
 
 def cache_dir():
@@ -129,7 +136,7 @@ def _library_path(compiler):
     here = os.path.dirname(os.path.abspath(__file__))
     key = sha1_of_strings([sha1_of_file(path) for path in _sources()],
                           [sha1_of_file(os.path.join(here, name)) for name in HEADERS],
-                          compiler, CXXFLAGS, mx.__version__, LIB_API_BFLOAT16,
+                          compiler, compiler_flags(), mx.__version__, LIB_API_BFLOAT16,
                           _cpu_signature())
     return os.path.join(cache_dir(), key[:16], 'd2lbert_kernels.so')
 
@@ -147,14 +154,15 @@ def build(compiler):
     print(f"d2lbert: compiling its CPU kernels into {path} (once, about 10 s)",
           file=sys.stderr, flush=True)
     include = ['-I', os.path.join(_mxnet_dir(), 'include')]
+    flags = compiler_flags()
     with atomic_directory(os.path.dirname(path)) as tmp:
         *own, lib_api = _sources()
         sources = [*own, _patched_lib_api(lib_api, tmp)]
         objects = [os.path.join(tmp, f'{i}.o') for i in range(len(sources))]
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-            list(pool.map(_compile, ([compiler, *CXXFLAGS, *include, '-c', source, '-o', obj]
+            list(pool.map(_compile, ([compiler, *flags, *include, '-c', source, '-o', obj]
                                      for source, obj in zip(sources, objects))))
-        _compile([compiler, *CXXFLAGS, *objects, '-o', os.path.join(tmp, os.path.basename(path))])
+        _compile([compiler, *flags, *objects, '-o', os.path.join(tmp, os.path.basename(path))])
         for obj in objects + [os.path.join(tmp, 'lib_api.cc')]:  # only what this made
             os.remove(obj)
     return path
