@@ -19,7 +19,12 @@ set, in a temporary folder; `--jobs` of them at a time. The parts (`--only`):
   last 12 wiki.valid.tokens; then `--vocab words --preset book --batch-size 64 --lr 1e-3
   --steps 2000` (the book's vocabulary, size, batch and lr, which were the defaults for
   real text until word pieces and the small size became them);
-* wikitext-static: the same with --masking static (masks drawn once, as the book).
+* wikitext-static: the same with --masking static (masks drawn once, as the book);
+* cpus-avx512, cpus-avx2: the default job, as the README runs it (2 threads), for seeds
+  0-3, once as this CPU runs it and once as a CPU with AVX2 but no AVX-512 would
+  (oneDNN held to AVX2, OpenBLAS's Haswell kernels, d2lbert's kernels compiled for
+  Haswell): the range of figures users see on the CPUs they have. Run it on a CPU with
+  AVX-512.
 
 Each run's held-out evaluations (metrics.jsonl), collapse warnings and time go into the
 results file, with the machine and the date; `--rederive-warnings` recomputes the warnings
@@ -49,9 +54,19 @@ THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 CHANGES = (('--warmup', '20'), ('--clip', '0'), ('--lr', '0.002'), ('--lr', '0.0005'))
 EARLIER_RECIPE = ['--warmup', '50', '--dropout', '0.2', '--masking', 'static']
 WIKITEXT_TRAIN_ARTICLES = 48
+CPU_SEEDS = range(4)
+# what a CPU's instruction set changes: the kernels of oneDNN, OpenBLAS and d2lbert
+CPU_TARGETS = {'cpus-avx512': {},
+               'cpus-avx2': {'DNNL_MAX_CPU_ISA': 'AVX2', 'OPENBLAS_CORETYPE': 'Haswell',
+                             'D2LBERT_KERNEL_MARCH': 'haswell'}}
 
 
 def planned_runs(parts, wikitext_dir):
+    """[(part, seed, threads, flags, environment)] of the runs in `parts`."""
+    return [(*run, CPU_TARGETS.get(run[0], {})) for run in planned_flags(parts, wikitext_dir)]
+
+
+def planned_flags(parts, wikitext_dir):
     """[(part, seed, threads, flags)] of the runs in `parts`."""
     runs = []
     if 'default' in parts:
@@ -68,6 +83,7 @@ def planned_runs(parts, wikitext_dir):
         runs += [('wikitext', 0, 2, real_text)]
     if 'wikitext-static' in parts:
         runs += [('wikitext-static', 0, 2, real_text + ['--masking', 'static'])]
+    runs += [(part, seed, 2, []) for part in CPU_TARGETS if part in parts for seed in CPU_SEEDS]
     return runs
 
 
@@ -81,13 +97,13 @@ def split_wikitext(path, folder):
         raise SystemExit(f'--wikitext {err}')
 
 
-def run_pretrain(index, part, seed, threads, flags, scratch):
-    """Run number `index`, one `d2lbert pretrain`; returns its record for the results
-    file."""
+def run_pretrain(index, part, seed, threads, flags, environment, scratch):
+    """Run number `index`, one `d2lbert pretrain` with `environment` added to this
+    process's; returns its record for the results file."""
     out = os.path.join(scratch, f'{index}-{part}-seed{seed}-threads{threads}')
     command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--seed', str(seed), '--out', out,
                '--save-every', '0', '--no-progress', *flags]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), **environment)
     tic = time.time()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     seconds = time.time() - tic
@@ -99,6 +115,7 @@ def run_pretrain(index, part, seed, threads, flags, scratch):
     train = [r for r in records if r['split'] == 'train']
     shown_flags = re.sub(r'--data \S+', '--data FOLDER', ' '.join(flags))  # no temp path
     return {'part': part, 'seed': seed, 'threads': threads, 'flags': shown_flags,
+            'environment': environment, 'date': datetime.date.today().isoformat(),
             'seconds': round(seconds, 1), 'evaluations': evals,
             'final': evals[-1], 'final_train_mlm_loss': train[-1]['mlm_loss'],
             'warnings': [r['warning'] for r in evals if 'warning' in r]}
@@ -116,6 +133,8 @@ def summarize(records):
             'runs': len(runs),
             'min_mlm_accuracy': min(f['mlm_accuracy'] for f in finals),
             'min_nsp_accuracy': min(f['nsp_accuracy'] for f in finals),
+            'max_mlm_accuracy': max(f['mlm_accuracy'] for f in finals),
+            'max_nsp_accuracy': max(f['nsp_accuracy'] for f in finals),
             'max_train_mlm_loss': max(r['final_train_mlm_loss'] for r in runs),
             'max_minutes': max(r['seconds'] for r in runs) / 60,
             'reaching_thresholds': sum(all(f[k] >= v for k, v in THRESHOLDS.items())
@@ -210,7 +229,8 @@ def machine():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--only', default='wikitext,default,changes,plain,earlier')
+    parser.add_argument('--only', default='wikitext,default,changes,plain,earlier,'
+                        'cpus-avx512,cpus-avx2')
     parser.add_argument('--jobs', type=int, default=2)
     parser.add_argument('--wikitext', default=os.path.join(
         os.path.dirname(os.path.dirname(HERE)), '..', 'shared', 'data', 'wikitext-2',
