@@ -161,16 +161,36 @@ def join_job(kvstore):
     import mxnet as mx
     store = mx.kv.create(kvstore)
     worker = Worker(store.rank, store.num_workers, store)
+    JOINED_WORKERS.append(worker)
     atexit.register(leave_unless_done, worker)  # (which keeps the kvstore until then)
     return worker
 
 
+# The ps-lite workers this process has joined a job as (`join_job`), for `leave_job`.
+JOINED_WORKERS = []
+
+
+def leave_job(exit_code):
+    """The end of a command, with the code it exits with: a ps-lite worker whose training
+    did not end well (an error, a signal) runs the exit handlers now (`atexit`'s: the
+    run's lock and leftovers, logging's, MXNet's, multiprocessing's...), then exits at
+    once with exit_code, skipping Python's teardown. There MXNet's kvstore would wait
+    for every process of the job (ps-lite's `Finalize`), which wait for this worker's
+    gradients: the job would hang instead of stopping (`d2lbert launch` stops it when a
+    process exits with an error)."""
+    if any(not worker.done for worker in JOINED_WORKERS):
+        atexit.unregister(leave_unless_done)
+        atexit._run_exitfuncs()  # what the interpreter runs at exit, before its teardown
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)
+
+
 def leave_unless_done(worker):
-    """At the exit of a ps-lite worker whose training did not end well (an error, a
-    signal): exit at once, with code `LEFT_UNFINISHED`, its error message printed.
-    Otherwise MXNet's kvstore, at exit, waits for every process of the job (ps-lite's
-    `Finalize`), and they wait for this worker's gradients: the job would hang instead
-    of stopping (`d2lbert launch` stops it when a process exits with an error)."""
+    """At the exit of a ps-lite worker whose training did not end well where no command
+    called `leave_job` (a Python program calling `pretrain`): exit at once, with code
+    `LEFT_UNFINISHED`, its error message printed, the exit handlers registered before
+    `join_job` skipped (see `leave_job`)."""
     if not worker.done:
         sys.stdout.flush()
         sys.stderr.flush()
