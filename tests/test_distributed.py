@@ -181,6 +181,47 @@ def test_workers_draw_their_own_dropout_masks():
 
 # ---------------------------------------------------------------- checks
 
+class FirstWorkersStore:
+    """The kvstore as the first of two workers sees it, the other pushing zeros: each
+    push-pull gives what was pushed, in float32 (the servers' sums), and is recorded."""
+
+    def __init__(self):
+        self.pushed = []
+
+    def init(self, key, value):
+        pass
+
+    def pushpull(self, key, value, out):
+        self.pushed.append(value.asnumpy().astype(onp.float32))
+        out[:] = self.pushed[-1]
+
+
+class SecondWorkersStore(FirstWorkersStore):
+    """The kvstore as the second worker sees it: each push-pull gives the float32 sum of
+    what the first worker pushed there (in order) and what this one pushes."""
+
+    def __init__(self, first_pushed):
+        super().__init__()
+        self.first_pushed = list(first_pushed)
+
+    def pushpull(self, key, value, out):
+        out[:] = self.first_pushed.pop(0) + value.asnumpy().astype(onp.float32)
+
+
+def test_a_vocabulary_of_more_than_2_to_the_24_bytes_reaches_every_worker(monkeypatch):
+    """The vocabulary's bytes cross the kvstore's float32 sums whole, even beyond 2**24
+    bytes, where a float32 no longer holds every integer (the length, sent as one number,
+    arrived rounded)."""
+    from d2lbert.pretraining import distributed
+    data = onp.random.default_rng(0).integers(0, 256, 2 ** 24 + 3, dtype=onp.uint8).tobytes()
+    monkeypatch.setattr(distributed, 'vocab_as_bytes', lambda vocab: data)
+    monkeypatch.setattr(distributed, 'vocab_from_bytes', lambda received: received)
+    first = distributed.Worker(0, 2, FirstWorkersStore())
+    assert first.share_vocabulary('the vocabulary') == 'the vocabulary'
+    second = distributed.Worker(1, 2, SecondWorkersStore(first.kvstore.pushed))
+    assert second.share_vocabulary(None) == data
+
+
 def test_hosts_file_format():
     text = '# machines\n10.0.0.1\n\nnode-b:2222 slots=4\nnode-c  # the third\n'
     assert [(h.name, h.ssh_port) for h in parse_hosts(text)] == [
