@@ -460,7 +460,7 @@ def load_text(options, text, vocab=None):
                        f'batch of --batch-size {options.batch_size}: give more text or a '
                        'smaller --batch-size')
     flag = '--valid' if options.valid else '--data (its held-out part)'
-    try:  # shuffled: the first --valid-batches batches are a sample of all of it
+    try:  # each evaluation reads a sample of --valid-batches batches (`evaluate`)
         valid_iter, _ = load_data_wiki(
             options.batch_size, options.max_len, text.valid, 'valid',
             seed=options.seed, shuffle=True, full_sentences=full_sentences,
@@ -607,9 +607,9 @@ class Pretraining:
                 'pairs_s': f'{record["pairs_per_second"]:.0f}'}
 
     def evaluate(self, step):
-        """Held-out MLM and NSP scores (`evaluate.evaluate`) on the first --valid-batches
-        batches of the held-out text (shuffled once: the same sample every time), and a warning if the model
-        has collapsed (`collapse.collapse_warning`)."""
+        """Held-out MLM and NSP scores (`evaluate.evaluate`) on --valid-batches batches
+        of the held-out text drawn at random (the same sample every time), and a warning
+        if the model has collapsed (`collapse.collapse_warning`)."""
         scores = evaluate(self.net, self.valid_iter, self.ctxs[0],
                           max_batches=self.options.valid_batches or None)
         warning = collapse_warning({'step': step, **scores}, warmup_steps(self.options) or 0)
