@@ -40,7 +40,8 @@ from .evaluate import evaluate
 from .step import forward_backward
 from .start import CONTINUE_RECIPE, continued_config, continued_net
 from .text_data import run_text
-from .text_identity import RECORD_KEY as TEXT_RECORD, check_same_text, text_files
+from .text_identity import (RECORD_KEY as TEXT_RECORD, check_same_text,
+                            check_same_tokenizer, text_files, tokenizer_record)
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
@@ -476,14 +477,18 @@ def load_text(options, text, vocab=None):
 def resume_point(out, resumes, worker, files):
     """(checkpoint, its config, its vocabulary, its state) that a --resume continues
     from, once the first worker has checked that the run's text is the one it recorded
-    (files: `text_identity.text_files` of the text given); (None, None, None, the state
+    (files: `text_identity.text_files` of the text given), tokenized as it was (a word
+    vocabulary: `check_same_tokenizer`); (None, None, None, the state
     of a new run) when the run starts from step 0."""
     if not resumes:
         return None, None, None, {'epoch': 0, 'index': 0, 'step': 0}
     if worker.is_first:
         check_same_text(out, files)
     checkpoint = ckpt.find_checkpoint(out)
-    return (checkpoint, *ckpt.read_checkpoint_meta(checkpoint))
+    config, vocab, state = ckpt.read_checkpoint_meta(checkpoint)
+    if worker.is_first:
+        check_same_tokenizer(out, vocab)
+    return checkpoint, config, vocab, state
 
 
 def reading_options(vocab):
@@ -531,7 +536,7 @@ def pretrain(options, start=None):
     if worker.is_first:  # the run has started (data read, model built): record it first
         # (then a kill leaves a run --resume takes), with how its text was read
         record_run(out, 'pretrain', options, {
-            'text': text.record, TEXT_RECORD: files,
+            'text': text.record, TEXT_RECORD: files, **tokenizer_record(vocab),
             **({'model': start.source} if start else {})})
     if worker.is_first and not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
