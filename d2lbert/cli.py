@@ -472,12 +472,22 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from mxnet import npx
     npx.set_np()  # the command's process: the package's code uses MXNet's NumPy interface
+    exit_code = run_command(args, then_ignore=argv is None)  # None: the program's own argv
+    if args.command == 'pretrain':
+        from .pretraining.distributed import leave_job
+        leave_job(exit_code)  # a worker of a job that failed exits here, with exit_code
+    return exit_code
+
+
+def run_command(args, then_ignore):
+    """Run the parsed command; returns its exit code, its error printed in one line.
+    then_ignore: ignore SIGTERM once the command has stopped (`stop_on_sigterm`)."""
     from .data import DownloadError
     from .run.checkpoint import CheckpointError
     from .run.errors import RunError, RunFault
     from .run.signals import Stopped, stop_on_sigterm
     try:
-        with stop_on_sigterm(then_ignore=argv is None):  # None: the program's own argv
+        with stop_on_sigterm(then_ignore=then_ignore):
             exit_code = args.run(args)
     except RunFault as error:
         print(f'd2lbert: {error}', file=sys.stderr)

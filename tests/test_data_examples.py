@@ -216,3 +216,31 @@ def test_random_next_sentence_is_uniform_over_other_paragraphs():
     from_first = second[negative & (paragraph_of[first] == 0)]
     counts = np.bincount(from_first, minlength=10)[4:] / len(from_first)
     assert np.all(np.abs(counts - 1 / 6) < 0.03)  # sentences 4..9, uniform
+
+
+def test_valid_batches_are_a_fair_sample(built, monkeypatch):
+    """An evaluation of `max_batches` (pretrain --valid-batches) reads that many distinct
+    batches of the epoch, each as `batches(0)` makes it (masks included), the same at
+    every call; over seeds, every batch can be drawn, and the largest, which the epoch
+    puts first (`plan_epoch`), in about the sample's share of the draws (it was in all)."""
+    from d2lbert.pretraining import evaluate
+    read = []
+    monkeypatch.setattr(evaluate, 'shard_losses', lambda net, batch, ctx, with_accuracy:
+                        read.append(batch) or [1.0] * 4)
+    data_iter = PretrainingBatches(built[0], batch_size=2048)
+    num_batches, num_seeds, largest_drawn, drawn = 3, 40, 0, set()
+    for seed in range(num_seeds):
+        data_iter.seed = seed
+        epoch = [batch.tokens.tobytes() + batch.mlm_labels.tobytes()
+                 for batch in data_iter.batches(0)]
+        for _ in range(2):
+            read.clear()
+            evaluate.evaluate(None, data_iter, None, max_batches=num_batches)
+            places = [epoch.index(batch.tokens.tobytes() + batch.mlm_labels.tobytes())
+                      for batch in read]
+            assert len(set(places)) == num_batches
+        largest_drawn += 0 in places
+        drawn.update(places)
+    share = num_batches / len(epoch)
+    assert drawn == set(range(len(epoch)))
+    assert abs(largest_drawn / num_seeds - share) < 4 * (share * (1 - share) / num_seeds) ** 0.5

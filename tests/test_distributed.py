@@ -181,6 +181,47 @@ def test_workers_draw_their_own_dropout_masks():
 
 # ---------------------------------------------------------------- checks
 
+class FirstWorkersStore:
+    """The kvstore as the first of two workers sees it, the other pushing zeros: each
+    push-pull gives what was pushed, in float32 (the servers' sums), and is recorded."""
+
+    def __init__(self):
+        self.pushed = []
+
+    def init(self, key, value):
+        pass
+
+    def pushpull(self, key, value, out):
+        self.pushed.append(value.asnumpy().astype(onp.float32))
+        out[:] = self.pushed[-1]
+
+
+class SecondWorkersStore(FirstWorkersStore):
+    """The kvstore as the second worker sees it: each push-pull gives the float32 sum of
+    what the first worker pushed there (in order) and what this one pushes."""
+
+    def __init__(self, first_pushed):
+        super().__init__()
+        self.first_pushed = list(first_pushed)
+
+    def pushpull(self, key, value, out):
+        out[:] = self.first_pushed.pop(0) + value.asnumpy().astype(onp.float32)
+
+
+def test_a_vocabulary_of_more_than_2_to_the_24_bytes_reaches_every_worker(monkeypatch):
+    """The vocabulary's bytes cross the kvstore's float32 sums whole, even beyond 2**24
+    bytes, where a float32 no longer holds every integer (the length, sent as one number,
+    arrived rounded)."""
+    from d2lbert.pretraining import distributed
+    data = onp.random.default_rng(0).integers(0, 256, 2 ** 24 + 3, dtype=onp.uint8).tobytes()
+    monkeypatch.setattr(distributed, 'vocab_as_bytes', lambda vocab: data)
+    monkeypatch.setattr(distributed, 'vocab_from_bytes', lambda received: received)
+    first = distributed.Worker(0, 2, FirstWorkersStore())
+    assert first.share_vocabulary('the vocabulary') == 'the vocabulary'
+    second = distributed.Worker(1, 2, SecondWorkersStore(first.kvstore.pushed))
+    assert second.share_vocabulary(None) == data
+
+
 def test_hosts_file_format():
     text = '# machines\n10.0.0.1\n\nnode-b:2222 slots=4\nnode-c  # the third\n'
     assert [(h.name, h.ssh_port) for h in parse_hosts(text)] == [
@@ -252,6 +293,29 @@ def test_a_failing_worker_stops_the_job(tmp_path):
     assert re.search(rf'worker \d \(pid {pid} on 127.0.0.1\) exited with code 3; '
                      'stopping the job', err), err
     assert err.count('started') == 5 and seconds < BOUND
+
+
+FAILING_WORKER = '''
+import atexit, sys
+import mxnet as mx
+atexit.register(print, 'an exit handler registered before the job ran')
+mx.kv.create = lambda name: type('Store', (), {'rank': 0, 'num_workers': 2})()
+from d2lbert.cli import main
+sys.exit(main(['pretrain', '--kvstore', 'dist_sync', '--resume', '--out', sys.argv[1],
+               '--data', 'bundled']))
+'''
+
+
+def test_a_failed_worker_exits_with_the_commands_code_after_the_exit_handlers(tmp_path):
+    """A worker (of a job faked: a kvstore of rank 0 in 2) failing with a bad flag after
+    joining the job exits with the command's code, 2, once every exit handler ran."""
+    env = job_env(DMLC_ROLE='worker', DMLC_PS_ROOT_URI='127.0.0.1', DMLC_PS_ROOT_PORT='9',
+                  DMLC_NUM_SERVER='1', DMLC_NUM_WORKER='2')
+    done = subprocess.run([sys.executable, '-c', FAILING_WORKER, str(tmp_path / 'absent')],
+                          capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env)
+    assert done.returncode == 2, done.stderr
+    assert 'error: --resume' in done.stderr
+    assert done.stdout.endswith('an exit handler registered before the job ran\n')
 
 
 def test_sigterm_to_the_launcher_stops_every_process(tmp_path):
@@ -408,6 +472,40 @@ def test_a_host_without_this_python_stops_the_job_before_it_starts(tmp_path, fak
         f'd2lbert launch: host bare.invalid has no folder {os.getcwd()} or no '
         f'{sys.executable}: every host needs this folder and this Python environment at '
         'the same paths (e.g. a shared file system); the job did not start\n')
+
+
+def test_launching_on_hosts_without_ssh_is_one_line(tmp_path):
+    """No ssh on the PATH: `d2lbert launch --hosts` says so in one line naming the flag,
+    exit 2, and starts nothing."""
+    (tmp_path / 'hosts.txt').write_text('127.0.0.1\n')
+    done = subprocess.run(
+        [sys.executable, '-m', 'd2lbert', 'launch', '-n', '1', '--hosts',
+         str(tmp_path / 'hosts.txt'), '--host-ip', '127.0.0.1', '--', *sleeper(tmp_path)],
+        capture_output=True, text=True, timeout=JOB_TIMEOUT,
+        env=job_env(PATH=str(tmp_path / 'no-ssh-here')))
+    assert done.returncode == 2 and done.stderr == (
+        f'd2lbert launch: error: --hosts {tmp_path / "hosts.txt"}: the hosts are reached by '
+        'ssh, and no ssh is installed here (none on the PATH)\n'), done.stderr
+    assert_nothing_left(str(tmp_path))
+
+
+def test_an_ssh_silent_on_its_configuration_is_one_line(tmp_path, monkeypatch):
+    """An ssh whose `ssh -G` (the address of a host) does not answer in time: one line
+    naming the hosts file and the host, and no process started."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'ssh').write_text('#!/bin/bash\n'  # answers the check, hangs on -G
+                                 'for arg in "$@"; do [ "$arg" = -G ] && exec sleep 60; done\n'
+                                 'exit 0\n')
+    (bin_dir / 'ssh').chmod(0o755)
+    monkeypatch.setenv('PATH', f'{bin_dir}:{os.environ["PATH"]}')
+    monkeypatch.setattr('d2lbert.launch.hosts.REACH_TIMEOUT', 1)
+    (tmp_path / 'hosts.txt').write_text('127.0.0.1\n')
+    with pytest.raises(HostsFileError) as refusal:
+        launch_here(str(tmp_path), sleeper(tmp_path), num_workers=1,
+                    hosts_file=str(tmp_path / 'hosts.txt'), host_ip='127.0.0.1')
+    assert str(refusal.value) == (f'--hosts {tmp_path / "hosts.txt"}: ssh -G 127.0.0.1 gave '
+                                  'no answer in 1 s')
 
 
 @pytest.mark.parametrize('launcher_goes', ['silent', 'away'])
@@ -568,8 +666,8 @@ def test_a_worker_failing_with_an_error_stops_the_job(runs, monkeypatch):
     monkeypatch.setenv('FAIL_AT_STEP', '3')
     code, err, seconds = launch_here(marker, pretrain_command(
         out, runs['config'], '--kvstore', 'dist_sync'), timeout=2 * BOUND, num_workers=2)
-    assert code == 1 and seconds < BOUND, err
-    assert re.findall(r'worker \d \(pid \d+ on 127.0.0.1\) exited with code 1; stopping '
+    assert code == 2 and seconds < BOUND, err  # the command's code for a RunError
+    assert re.findall(r'worker \d \(pid \d+ on 127.0.0.1\) exited with code 2; stopping '
                       r'the job', err), err
 
 

@@ -15,6 +15,8 @@ from d2lbert.data.tasks.encoding import encode_text_pair
 from test_inputs import minilm_folder
 
 SHARED = os.path.join(os.path.dirname(REPO_ROOT), 'shared', 'data')
+if not os.path.isdir(SHARED):  # a checkout one folder deeper than the shared data's
+    SHARED = '/work/shared/data'
 
 
 def shared_file(*parts):
@@ -78,6 +80,57 @@ def test_encode_batch_equals_hugging_faces_tokenizer_on_real_pairs(minilm, hf_to
     assert_equals_hf(ours, theirs)
 
 
+def sst2_pairs():
+    """SST-2 sentences paired with each other: each with the next one, and the longest
+    with the shortest (very unequal lengths)."""
+    sentences = sst2_sentences()
+    by_length = sorted(sentences, key=len)
+    return (list(zip(sentences[::2], sentences[1::2]))
+            + list(zip(by_length[:20], by_length[::-1][:20]))
+            + list(zip(by_length[::-1][:20], by_length[:20])))
+
+
+# Hard pairs: very unequal lengths, equal lengths (a tie), a budget that cannot be shared
+# evenly (odd overflow), texts of one token, of none, and of words split into pieces.
+HARD_PAIRS = [
+    ('a ' * 40, 'b'), ('b', 'a ' * 40), ('a ' * 12, 'b ' * 12), ('a ' * 13, 'b ' * 13),
+    ('a ' * 7, 'b ' * 8), ('a ' * 8, 'b ' * 7), ('a ' * 30, 'b ' * 31), ('x', 'y'),
+    ('', 'b ' * 20), ('a ' * 20, ''), ('unaffable ' * 9, 'antidisestablishmentarianism ' * 5),
+    ('The Peel River flows into the sea.', 'A river flows.'), ('a ' * 5, 'b ' * 6)]
+
+
+@pytest.mark.parametrize('max_len', [16, 32, 64])
+def test_encode_batch_equals_hugging_faces_tokenizer_on_cut_pairs(minilm, hf_tokenizer,
+                                                                   max_len):
+    """Real pairs (STS-B, SNLI, SST-2's sentences paired) and hard ones, cut to max_len as
+    transformers' fast tokenizer cuts them, by default for a Hugging Face vocabulary."""
+    first, second = zip(*(real_pairs() + sst2_pairs() + HARD_PAIRS))
+    ours = d2lbert.encode_batch(minilm[1], list(first), list(second), max_len=max_len)
+    theirs = hf_tokenizer(list(first), list(second), padding=True, truncation=True,
+                          max_length=max_len)
+    assert_equals_hf(ours, theirs)
+    assert_equals_hf(d2lbert.encode_batch(minilm[1], list(first), list(second),
+                                          max_len=max_len, truncation='transformers'),
+                     theirs)
+
+
+@pytest.mark.parametrize('max_len', [10, 16])
+def test_encode_batch_cuts_pairs_as_fine_tuning_on_request(minilm, max_len):
+    """truncation='google' (the book's and fine-tuning's rule, `encode_text_pair`) on a
+    WordPiece vocabulary; on hard pairs it differs from the default somewhere."""
+    vocab = minilm[1]
+    first, second = zip(*HARD_PAIRS)
+    tokens, segments, valid_lens = d2lbert.encode_batch(vocab, first, second, max_len,
+                                                        truncation='google')
+    for row, (text, pair) in enumerate(HARD_PAIRS):
+        ids, segment_ids, valid_len = encode_text_pair(text, pair, vocab, max_len)
+        assert valid_lens[row].item() == valid_len
+        assert tokens[row, :valid_len].asnumpy().tolist() == ids
+        assert segments[row, :valid_len].asnumpy().tolist() == segment_ids
+    default, _, _ = d2lbert.encode_batch(vocab, first, second, max_len)
+    assert (default != tokens).any()
+
+
 def test_encode_batch_pads_what_fine_tuning_encodes_for_a_word_vocabulary():
     """The book's word-level Vocab: each row is fine-tuning's encoding of the text
     (`encode_text_pair`), padded with pad_id to the longest."""
@@ -94,11 +147,13 @@ def test_encode_batch_pads_what_fine_tuning_encodes_for_a_word_vocabulary():
 
 
 @pytest.mark.parametrize('texts, pairs, message', [
-    ([], None, 'texts is empty'), (['a', 'b'], ['c'], '2 texts but 1 text_pairs')])
+    ([], None, 'texts is empty'), (['a', 'b'], ['c'], '2 texts but 1 text_pairs'),
+    (['a'], ['b'], "truncation must be one of .* got 'longest'")])
 def test_encode_batch_refuses_bad_input(texts, pairs, message):
     vocab = d2lbert.Vocab({'a': 1})
+    truncation = 'longest' if 'truncation' in message else 'auto'
     with pytest.raises(ValueError, match=message):
-        d2lbert.encode_batch(vocab, texts, pairs)
+        d2lbert.encode_batch(vocab, texts, pairs, truncation=truncation)
 
 
 def encodings(net, vocab, texts):

@@ -589,3 +589,32 @@ def test_a_sample_is_fixed_rows_of_the_file_in_its_order_under_its_header(tmp_pa
         with pytest.raises(FileExistsError):
             write_sample(str(source), str(target), 10)
     assert source.read_text(encoding='utf-8') == before
+
+
+@pytest.fixture
+def caller_csv_limit():
+    """The process's csv.field_size_limit set to 1,000 by the caller, then restored."""
+    import csv
+    previous = csv.field_size_limit(1000)
+    yield 1000
+    csv.field_size_limit(previous)
+
+
+def test_table_reads_leave_the_processs_csv_limit_as_it_was(tmp_path, caller_csv_limit):
+    """A field of 200,000 characters (over csv's default limit and the caller's) is read,
+    from a TSV and a quoted CSV, and csv.field_size_limit is the caller's again after the
+    whole file, and after a file abandoned at its first row."""
+    import csv
+    from d2lbert.data.tasks.tables import delimited_rows
+    long_text = 'river ' * 33_334
+    (tmp_path / 'long.tsv').write_text(f'text\tlabel\n{long_text}\tyes\nshort\tno\n')
+    (tmp_path / 'long.csv').write_text(f'text,label\n"{long_text}, long",yes\nshort,no\n')
+    rows = list(delimited_rows(tmp_path / 'long.tsv'))
+    assert rows == [(1, ['text', 'label']), (2, [long_text, 'yes']), (3, ['short', 'no'])]
+    assert csv.field_size_limit() == caller_csv_limit
+    rows = list(delimited_rows(tmp_path / 'long.csv', ',', csv.QUOTE_MINIMAL))
+    assert rows[1] == (2, [f'{long_text}, long', 'yes'])
+    assert csv.field_size_limit() == caller_csv_limit
+    unfinished = delimited_rows(tmp_path / 'long.tsv')
+    assert next(unfinished) == (1, ['text', 'label'])
+    assert csv.field_size_limit() == caller_csv_limit

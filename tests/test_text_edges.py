@@ -68,6 +68,35 @@ def test_resume_refuses_data_that_changed(workdir, capsys):
     assert code == 0, err
 
 
+def test_resume_refuses_a_word_run_tokenized_otherwise(workdir, capsys):
+    """A word-vocabulary run records its word tokenization's version; a run.json without
+    it (a run older than d2lbert 0.2.0, its options without --layout) or with another
+    version is refused on --resume in one line, nothing touched: its text would be cut
+    into other tokens than it trained on (0.2.0's runs, with --layout, resume)."""
+    data = write(workdir / 'text.txt', '\n'.join(random_texts(300)) + '\n')
+    code, _, err = run_main(['pretrain', '--data', data, '--out', 'run', '--preset', 'book',
+                             '--vocab', 'words', '--min-freq', '1', *CONTINUED_RUN], capsys)
+    assert code == 0, err
+    run_file = workdir / 'run' / 'run.json'
+    recorded = json.loads(run_file.read_text())
+    assert recorded['word_tokenizer'] == 2
+    checkpoints = file_bytes(workdir / 'run' / 'checkpoints')
+    del recorded['word_tokenizer']
+    older = {**recorded, 'options': {name: value for name, value
+                                     in recorded['options'].items() if name != 'layout'}}
+    for saved in (older, {**recorded, 'word_tokenizer': 1}):
+        run_file.write_text(json.dumps(saved))
+        code, _, err = run_main(['pretrain', '--out', 'run', '--resume'], capsys)
+        assert 'word tokenization version 1 (words split at spaces alone)' in one_line_error(
+            code, err), err
+        assert file_bytes(workdir / 'run' / 'checkpoints') == checkpoints
+        assert json.loads(run_file.read_text()) == saved
+    run_file.write_text(json.dumps(recorded))  # 0.2.0's record: --layout, no version
+    code, _, err = run_main(['pretrain', '--out', 'run', '--resume', '--steps', '3'], capsys)
+    assert code == 0, err
+    assert json.loads(run_file.read_text())['word_tokenizer'] == 2
+
+
 def test_resume_reads_with_the_runs_own_vocabulary(workdir, capsys, monkeypatch):
     """A WordPiece run resumed with its data cache wiped: Hugging Face's trainer would
     learn another vocabulary; the resume takes the one the run folder holds."""

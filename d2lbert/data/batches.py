@@ -203,8 +203,22 @@ class PretrainingBatches:
         ``every=k`` yields only batches ``start, start + k, ...`` (one worker's
         share, see ``train/distributed.py``) without building the others."""
         plan = self.plan(epoch)
+        yield from self.planned_batches(epoch, plan, range(start, len(plan), every))
+
+    def sample(self, num_batches, epoch=0):
+        """Yield ``num_batches`` batches of ``epoch`` (all of them if it has no more)
+        drawn at random, every batch as likely as any other, in their order in the
+        epoch: the same sample at every call (it is seeded by the seed and epoch).
+        A batch is what ``batches(epoch)`` yields at its place, masks included."""
+        plan = self.plan(epoch)
+        rng = np.random.default_rng([self.seed, 4, epoch])
+        chosen = rng.choice(len(plan), min(num_batches, len(plan)), replace=False)
+        yield from self.planned_batches(epoch, plan, np.sort(chosen))
+
+    def planned_batches(self, epoch, plan, places):
+        """Yield the batches at ``places`` (ints) of ``plan``, the plan of ``epoch``."""
         mask_prob = self.examples.options.mask_prob
-        for index in range(start, len(plan), every):
+        for index in places:
             indices = plan[index]
             seq_len = int(self.bucket_lengths[self._bucket_of[indices].max()])
             masking_rng = np.random.default_rng([self.seed, 2, epoch, index])

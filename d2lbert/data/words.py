@@ -14,6 +14,10 @@ import re
 
 # WikiText's markup, a run of word characters, or one mark
 WORD_TOKEN = re.compile(r'<unk>|@[-,.]@|\w+|[^\w\s]')
+# The version of the word tokenization a pretraining run records, so that a --resume
+# reads its text into the tokens it trained on: 1 split at spaces alone (pretraining
+# before d2lbert 0.2.0), 2 is `word_tokenize`.
+WORD_TOKENIZER_VERSION = 2
 
 
 def word_tokenize(text):

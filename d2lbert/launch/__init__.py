@@ -20,8 +20,8 @@ import os
 import sys
 
 from ..util.options import check_int
-from .hosts import (IPV4_ONLY, Host, HostsFileError, parse_hosts, read_hosts, unreachable,
-                    with_addresses)
+from .hosts import (IPV4_ONLY, Host, HostsFileError, check_ssh_installed, parse_hosts,
+                    read_hosts, unreachable, with_addresses)
 from .job import Process, plan_job
 from .supervise import run, say
 
@@ -55,6 +55,7 @@ def launch(command, num_workers, num_servers=None, hosts_file=None, host_ip=None
     if host_ip is not None and ':' in host_ip:
         raise ValueError(f'--host-ip {host_ip} is an IPv6 address; {IPV4_ONLY}')
     if hosts is not None:
+        check_ssh_installed(hosts_file)
         failure = unreachable(hosts, os.getcwd(), sys.executable)
         if failure:
             say(f'{failure}; the job did not start')

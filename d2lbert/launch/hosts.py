@@ -19,6 +19,7 @@ an IPv6 entry, or one that ssh resolves to an IPv6 address, is refused in one li
 import collections
 import os
 import shlex
+import shutil
 import subprocess
 
 # name: as the hosts file writes it (for ssh); address: the one ps-lite advertises, once
@@ -77,6 +78,13 @@ def ssh_command(host, *arguments):
     return ['ssh', *SSH_OPTIONS, *extra, '-p', str(host.ssh_port), host.name, *arguments]
 
 
+def check_ssh_installed(hosts_file):
+    """A HostsFileError naming hosts_file if this machine has no ssh (on the PATH)."""
+    if shutil.which('ssh') is None:
+        raise HostsFileError(f'--hosts {hosts_file}: the hosts are reached by ssh, and no '
+                             'ssh is installed here (none on the PATH)')
+
+
 def with_addresses(hosts, hosts_file):
     """The hosts with the address each is reached at by ps-lite: the HostName that ssh's
     configuration gives it (`ssh -G`, which connects nowhere), the user left out;
@@ -84,8 +92,12 @@ def with_addresses(hosts, hosts_file):
     resolved = []
     for host in hosts:
         argv = ssh_command(host)
-        config = subprocess.run([argv[0], '-G', *argv[1:]], stdin=subprocess.DEVNULL,
-                                capture_output=True, text=True, timeout=REACH_TIMEOUT)
+        try:
+            config = subprocess.run([argv[0], '-G', *argv[1:]], stdin=subprocess.DEVNULL,
+                                    capture_output=True, text=True, timeout=REACH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise HostsFileError(f'--hosts {hosts_file}: ssh -G {host.name} gave no answer '
+                                 f'in {REACH_TIMEOUT} s') from None
         names = [line.split()[1] for line in config.stdout.splitlines()
                  if line.startswith('hostname ')]
         if config.returncode != 0 or not names:

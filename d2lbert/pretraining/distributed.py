@@ -33,6 +33,8 @@ import os
 import sys
 import warnings
 
+import numpy as onp
+
 from ..data.vocab_files import vocab_as_bytes, vocab_from_bytes
 
 # The kvstores that make a job of several worker processes: MXNet's parameter server's,
@@ -52,6 +54,8 @@ LEFT_UNFINISHED = 1
 # kvstore keys of the small vectors that workers add up; the Trainer's keys are the
 # parameter indices 0, 1, 2, ...
 SUM_KEY_BASE = 1_000_000_000
+# `Worker.broadcast_bytes` sends a length as two digits of this base, each exact in float32.
+BYTES_LENGTH_DIGIT = 2 ** 16
 
 
 class DistributedError(ValueError):
@@ -85,6 +89,12 @@ class Worker:
         call this at the same point of the loop, with as many values)."""
         if self.num_workers == 1:
             return [float(v) for v in values]
+        return [float(v) for v in self.sum_array(onp.asarray(values, dtype=onp.float32))]
+
+    def sum_array(self, values):
+        """`sum` of a float32 NumPy array (of any length), as a float32 NumPy array."""
+        if self.num_workers == 1:
+            return values
         from mxnet import nd
         key = SUM_KEY_BASE + len(values)
         if key not in self.summed_keys:  # a kvstore key is created once, by all workers
@@ -92,7 +102,7 @@ class Worker:
             self.summed_keys.add(key)
         total = nd.zeros(len(values))
         self.kvstore.pushpull(key, nd.array(values), out=total)
-        return [float(v) for v in total.asnumpy()]
+        return total.asnumpy()
 
     def broadcast(self, values):
         """The first worker's list of numbers, on every worker (every worker must call
@@ -100,16 +110,24 @@ class Worker:
         the kvstore adds up float32s)."""
         return self.sum(values if self.is_first else [0] * len(values))
 
+    def broadcast_bytes(self, data):
+        """The first worker's bytes `data`, on every worker (the others pass b''; each
+        call of every worker at the same point): its length in two numbers below 2**24
+        (exact up to 2**40 bytes), then one number per byte."""
+        high, low = self.broadcast(list(divmod(len(data), BYTES_LENGTH_DIGIT)))
+        size = int(high) * BYTES_LENGTH_DIGIT + int(low)
+        numbers = onp.frombuffer(data, dtype=onp.uint8) if self.is_first else onp.zeros(
+            size, dtype=onp.uint8)
+        return self.sum_array(numbers.astype(onp.float32)).astype(onp.uint8).tobytes()
+
     def share_vocabulary(self, vocab):
         """The first worker's vocabulary, on every worker: the first passes its own, the
         others None (each call of every worker at the same point). It is sent as the
-        bytes of its files (`vocab_as_bytes`), one number each."""
+        bytes of its files (`vocab_as_bytes`, `broadcast_bytes`)."""
         if self.num_workers == 1:
             return vocab
-        data = vocab_as_bytes(vocab) if self.is_first else b''
-        size = int(self.broadcast([len(data)])[0])
-        received = self.broadcast(list(data) if self.is_first else [0] * size)
-        return vocab if self.is_first else vocab_from_bytes(bytes(map(int, received)))
+        data = self.broadcast_bytes(vocab_as_bytes(vocab) if self.is_first else b'')
+        return vocab if self.is_first else vocab_from_bytes(data)
 
     def step_totals(self, batches):
         """(prediction slots, sentence pairs) of one step of the whole job, given this
@@ -161,16 +179,36 @@ def join_job(kvstore):
     import mxnet as mx
     store = mx.kv.create(kvstore)
     worker = Worker(store.rank, store.num_workers, store)
+    JOINED_WORKERS.append(worker)
     atexit.register(leave_unless_done, worker)  # (which keeps the kvstore until then)
     return worker
 
 
+# The ps-lite workers this process has joined a job as (`join_job`), for `leave_job`.
+JOINED_WORKERS = []
+
+
+def leave_job(exit_code):
+    """The end of a command, with the code it exits with: a ps-lite worker whose training
+    did not end well (an error, a signal) runs the exit handlers now (`atexit`'s: the
+    run's lock and leftovers, logging's, MXNet's, multiprocessing's...), then exits at
+    once with exit_code, skipping Python's teardown. There MXNet's kvstore would wait
+    for every process of the job (ps-lite's `Finalize`), which wait for this worker's
+    gradients: the job would hang instead of stopping (`d2lbert launch` stops it when a
+    process exits with an error)."""
+    if any(not worker.done for worker in JOINED_WORKERS):
+        atexit.unregister(leave_unless_done)
+        atexit._run_exitfuncs()  # what the interpreter runs at exit, before its teardown
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(exit_code)
+
+
 def leave_unless_done(worker):
-    """At the exit of a ps-lite worker whose training did not end well (an error, a
-    signal): exit at once, with code `LEFT_UNFINISHED`, its error message printed.
-    Otherwise MXNet's kvstore, at exit, waits for every process of the job (ps-lite's
-    `Finalize`), and they wait for this worker's gradients: the job would hang instead
-    of stopping (`d2lbert launch` stops it when a process exits with an error)."""
+    """At the exit of a ps-lite worker whose training did not end well where no command
+    called `leave_job` (a Python program calling `pretrain`): exit at once, with code
+    `LEFT_UNFINISHED`, its error message printed, the exit handlers registered before
+    `join_job` skipped (see `leave_job`)."""
     if not worker.done:
         sys.stdout.flush()
         sys.stderr.flush()

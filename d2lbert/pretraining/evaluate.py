@@ -10,7 +10,9 @@ from .step import shard_losses
 
 
 def evaluate(net, data_iter, ctx, max_batches=None):
-    """Held-out MLM accuracy and perplexity, NSP accuracy, in inference mode.
+    """Held-out MLM accuracy and perplexity, NSP accuracy, in inference mode, on the
+    batches of `data_iter`'s epoch 0: all of them, or a sample of max_batches drawn at
+    random once (`data_iter.sample`: every batch as likely, the same at every call).
 
     Also reports what a model that ignores its input scores: the accuracy of always
     predicting the most frequent masked token (`mlm_baseline_accuracy`) and that of
@@ -24,9 +26,8 @@ def evaluate(net, data_iter, ctx, max_batches=None):
     sums = onp.zeros(4)
     label_counts = onp.zeros(0)
     slots = pairs = next_pairs = words = right_words = 0
-    for i, batch in enumerate(data_iter.batches(0)):
-        if max_batches is not None and i >= max_batches:
-            break
+    batches = data_iter.batches(0) if max_batches is None else data_iter.sample(max_batches)
+    for batch in batches:
         values = shard_losses(net, batch, ctx, with_accuracy=True)
         n_slots, n_pairs = float(batch.mlm_weights.sum()), len(batch.nsp_labels)
         sums += [float(v) * w for v, w in zip(values, (n_slots, n_pairs, n_slots, n_pairs))]

@@ -40,7 +40,8 @@ from .evaluate import evaluate
 from .step import forward_backward
 from .start import CONTINUE_RECIPE, continued_config, continued_net
 from .text_data import run_text
-from .text_identity import RECORD_KEY as TEXT_RECORD, check_same_text, text_files
+from .text_identity import (RECORD_KEY as TEXT_RECORD, check_same_text,
+                            check_same_tokenizer, text_files, tokenizer_record)
 
 
 # MXNet's kvstores for the gradient all-reduce that fit this trainer; dist_* and horovod:
@@ -460,7 +461,7 @@ def load_text(options, text, vocab=None):
                        f'batch of --batch-size {options.batch_size}: give more text or a '
                        'smaller --batch-size')
     flag = '--valid' if options.valid else '--data (its held-out part)'
-    try:  # shuffled: the first --valid-batches batches are a sample of all of it
+    try:  # each evaluation reads a sample of --valid-batches batches (`evaluate`)
         valid_iter, _ = load_data_wiki(
             options.batch_size, options.max_len, text.valid, 'valid',
             seed=options.seed, shuffle=True, full_sentences=full_sentences,
@@ -476,14 +477,18 @@ def load_text(options, text, vocab=None):
 def resume_point(out, resumes, worker, files):
     """(checkpoint, its config, its vocabulary, its state) that a --resume continues
     from, once the first worker has checked that the run's text is the one it recorded
-    (files: `text_identity.text_files` of the text given); (None, None, None, the state
+    (files: `text_identity.text_files` of the text given), tokenized as it was (a word
+    vocabulary: `check_same_tokenizer`); (None, None, None, the state
     of a new run) when the run starts from step 0."""
     if not resumes:
         return None, None, None, {'epoch': 0, 'index': 0, 'step': 0}
     if worker.is_first:
         check_same_text(out, files)
     checkpoint = ckpt.find_checkpoint(out)
-    return (checkpoint, *ckpt.read_checkpoint_meta(checkpoint))
+    config, vocab, state = ckpt.read_checkpoint_meta(checkpoint)
+    if worker.is_first:
+        check_same_tokenizer(out, vocab)
+    return checkpoint, config, vocab, state
 
 
 def reading_options(vocab):
@@ -531,7 +536,7 @@ def pretrain(options, start=None):
     if worker.is_first:  # the run has started (data read, model built): record it first
         # (then a kill leaves a run --resume takes), with how its text was read
         record_run(out, 'pretrain', options, {
-            'text': text.record, TEXT_RECORD: files,
+            'text': text.record, TEXT_RECORD: files, **tokenizer_record(vocab),
             **({'model': start.source} if start else {})})
     if worker.is_first and not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
@@ -607,9 +612,9 @@ class Pretraining:
                 'pairs_s': f'{record["pairs_per_second"]:.0f}'}
 
     def evaluate(self, step):
-        """Held-out MLM and NSP scores (`evaluate.evaluate`) on the first --valid-batches
-        batches of the held-out text (shuffled once: the same sample every time), and a warning if the model
-        has collapsed (`collapse.collapse_warning`)."""
+        """Held-out MLM and NSP scores (`evaluate.evaluate`) on --valid-batches batches
+        of the held-out text drawn at random (the same sample every time), and a warning
+        if the model has collapsed (`collapse.collapse_warning`)."""
         scores = evaluate(self.net, self.valid_iter, self.ctxs[0],
                           max_batches=self.options.valid_batches or None)
         warning = collapse_warning({'step': step, **scores}, warmup_steps(self.options) or 0)

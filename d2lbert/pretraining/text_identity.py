@@ -13,6 +13,10 @@ named corpus): its path, size in bytes, modification time and SHA-1::
 (lines appended, an edit) is refused in one line naming its flag, before anything of
 the run is touched. The content decides: a file only touched (a new modification time,
 the same bytes) is the same text.
+
+A run of a word vocabulary also records the version of the word tokenization it read
+its text with (`"word_tokenizer": 2`, `data.words.WORD_TOKENIZER_VERSION`):
+`check_same_tokenizer` refuses a `--resume` that would cut the text into other words.
 """
 import datetime
 import json
@@ -20,11 +24,16 @@ import os
 
 from ..data.loader import corpus_file
 from ..data.text_sources import TextSource
+from ..data.vocab import Vocab
+from ..data.words import WORD_TOKENIZER_VERSION
 from ..run.errors import RunError
 from ..run.folder import RUN_FILE
 from ..util.hashing import remembered_sha1_of_file
 
 RECORD_KEY = 'text_files'
+TOKENIZER_KEY = 'word_tokenizer'
+WORD_TOKENIZERS = {1: 'words split at spaces alone',
+                   2: 'lower-cased words, punctuation marks split off'}
 
 
 def file_identity(path):
@@ -55,13 +64,50 @@ def text_files(text, valid_given):
             '--valid': [file_identity(path) for path in valid]}
 
 
-def recorded_text_files(out):
-    """The text_files run.json recorded ({} for a run older than the record)."""
+def recorded_run(out):
+    """The dict run.json holds ({} if unreadable)."""
     try:
         with open(os.path.join(out, RUN_FILE), encoding='utf-8') as f:
-            return json.load(f).get(RECORD_KEY) or {}
-    except (OSError, ValueError, AttributeError):
+            saved = json.load(f)
+    except (OSError, ValueError):
         return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def recorded_text_files(out):
+    """The text_files run.json recorded ({} for a run older than the record)."""
+    return recorded_run(out).get(RECORD_KEY) or {}
+
+
+def tokenizer_record(vocab):
+    """What run.json records of how a run with `vocab` tokenizes its text: the version
+    of the word tokenization for the book's word `Vocab`; nothing for WordPiece."""
+    return {TOKENIZER_KEY: WORD_TOKENIZER_VERSION} if isinstance(vocab, Vocab) else {}
+
+
+def recorded_word_tokenizer(saved):
+    """The word tokenization version of a run's run.json (`saved`, a dict). A run older
+    than the record: 2 if its options include --layout (d2lbert 0.2.0, which already
+    tokenized as version 2), else 1."""
+    if TOKENIZER_KEY in saved:
+        return saved[TOKENIZER_KEY]
+    return 2 if 'layout' in (saved.get('options') or {}) else 1
+
+
+def check_same_tokenizer(out, vocab):
+    """Refuse (RunError) a --resume of a word-vocabulary run (`vocab`, its own) that
+    read its text with another word tokenization than this version's: its text would
+    become other tokens than it trained on."""
+    if not isinstance(vocab, Vocab):
+        return
+    version = recorded_word_tokenizer(recorded_run(out))
+    if version != WORD_TOKENIZER_VERSION:
+        raise RunError(f'--resume: {out} read its text as word tokenization version '
+                       f'{version} ({WORD_TOKENIZERS.get(version, "unknown")}), this d2lbert '
+                       f'reads it as version {WORD_TOKENIZER_VERSION} '
+                       f'({WORD_TOKENIZERS[WORD_TOKENIZER_VERSION]}): the run would continue '
+                       'on other tokens; resume with the d2lbert that began it, or start a '
+                       'new --out (nothing was touched)')
 
 
 def check_same_text(out, now):

@@ -9,8 +9,9 @@ TSV files are read with quoting switched off (``csv.QUOTE_NONE``): a quote
 character is an ordinary character, as the GLUE baselines and Hugging Face
 read GLUE's files. (GLUE's sentences contain unbalanced quotes; with the
 default quoting, csv would glue many lines into one field.) A field may be as long
-as a whole article: ``csv.field_size_limit`` is raised from its 131,072 characters to
-``MAX_FIELD_CHARS``.
+as a whole article: ``csv.field_size_limit``, whose default is 131,072 characters, is
+raised to ``MAX_FIELD_CHARS`` while a row is read, and put back after it (the limit
+is the whole process's: other code reading CSV files keeps its own).
 
 A ``.json`` file is read as Hugging Face's ``run_mlm`` reads it: JSON lines, or one
 JSON array of records (``[{"text": ...}, ...]``, read whole into memory).
@@ -50,19 +51,32 @@ def delimited_rows(path, delimiter='\t', quoting=csv.QUOTE_NONE):
 
     A byte-order mark at the start of the file is dropped (``utf-8-sig``).
     """
-    csv.field_size_limit(MAX_FIELD_CHARS)
     with open(path, encoding='utf-8-sig', newline='') as f:
         reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
         try:
-            for fields in reader:
+            for fields in long_field_rows(reader):
                 if fields:
                     yield reader.line_num, fields
-        except csv.Error as error:  # e.g. a field longer than csv.field_size_limit()
+        except csv.Error as error:  # e.g. a field longer than MAX_FIELD_CHARS
             raise line_error(path, reader.line_num, f'a field longer than '
-                             f'{csv.field_size_limit()} characters, or broken quoting '
+                             f'{MAX_FIELD_CHARS} characters, or broken quoting '
                              f'({error})') from None
         except UnicodeDecodeError as error:
             raise not_utf8(path, error) from None
+
+
+def long_field_rows(reader):
+    """Yield the rows of a csv reader, each read with ``csv.field_size_limit`` raised to
+    ``MAX_FIELD_CHARS`` and put back as it was right after."""
+    while True:
+        previous = csv.field_size_limit(MAX_FIELD_CHARS)
+        try:
+            fields = next(reader, None)
+        finally:
+            csv.field_size_limit(previous)
+        if fields is None:
+            return
+        yield fields
 
 
 def records(path, rows, column_names=None):
