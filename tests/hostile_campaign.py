@@ -127,9 +127,11 @@ def input_of(command, w):
 
 
 def load_tool(name):
+    """A script of chapter_bert/: the book's build (tools/) or a study (studies/)."""
     import importlib.util
+    folder = 'tools' if name == 'build_book' else 'studies'
     spec = importlib.util.spec_from_file_location(
-        name, os.path.join(REPO_ROOT, 'chapter_bert', 'tools', f'{name}.py'))
+        name, os.path.join(REPO_ROOT, 'chapter_bert', folder, f'{name}.py'))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,4 +1,4 @@
-"""chapter_bert/tools/bf16_budget.py: its arithmetic (the ceiling of the bfloat16
+"""chapter_bert/studies/bf16_budget.py: its arithmetic (the ceiling of the bfloat16
 speedup and the rest a target leaves), a tiny run end to end, and its refusals."""
 import json
 import os
@@ -10,7 +10,7 @@ import pytest
 from d2lbert.run import precision as run_precision
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(ROOT, 'chapter_bert', 'tools', 'bf16_budget.py')
+TOOL = os.path.join(ROOT, 'chapter_bert', 'studies', 'bf16_budget.py')
 sys.path.insert(0, os.path.dirname(TOOL))
 from bf16_budget import bounds, budget  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""chapter_bert/tools/first_steps_study.py: the held-out split it makes of WikiText-2's
+"""chapter_bert/studies/first_steps_study.py: the held-out split it makes of WikiText-2's
 lines, a tiny run of it end to end on text this test writes, the docs table it prints
 (checked by tests/quoted_numbers.py as the book's numbers are) and its one-line refusals."""
 import json
@@ -11,7 +11,7 @@ import pytest
 from quoted_numbers import check_text, find_markers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STUDY = os.path.join(ROOT, 'chapter_bert', 'tools', 'first_steps_study.py')
+STUDY = os.path.join(ROOT, 'chapter_bert', 'studies', 'first_steps_study.py')
 sys.path.insert(0, os.path.dirname(STUDY))
 from first_steps_study import wikitext_lines  # noqa: E402
 
@@ -92,7 +92,7 @@ def test_a_tiny_study_records_each_runs_held_out_curve(tmp_path):
 
 
 def test_an_out_the_study_cannot_write_is_refused_like_bad_input(tmp_path):
-    """The shared results-file check (`results_file.check_results_file`) refuses as the
+    """The shared results-file check (`runner.check_results_file`) refuses as the
     argument checks do: one line, exit code 2."""
     (tmp_path / 'link').symlink_to(tmp_path / 'elsewhere.json')
     for out, message in ((tmp_path, 'is a folder'), (tmp_path / 'link', 'link')):

@@ -404,8 +404,10 @@ def test_outputs_have_the_modes_of_the_umask(workspace, tmp_path, capsys):
 # The book's tools check their outputs as the commands do.
 
 def load_tool(name):
+    """A script of chapter_bert/: the book's build (tools/) or a study (studies/)."""
     import importlib.util
-    path = os.path.join(REPO_ROOT, 'chapter_bert', 'tools', f'{name}.py')
+    folder = 'tools' if name == 'build_book' else 'studies'
+    path = os.path.join(REPO_ROOT, 'chapter_bert', folder, f'{name}.py')
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -414,7 +416,7 @@ def load_tool(name):
 
 def refused_by_a_study(capsys, pattern, call):
     """call() exits as a study tool refuses bad input: exit code 2, one line on stderr
-    matching pattern (`results_file.fail`)."""
+    matching pattern (`runner.fail`)."""
     with pytest.raises(SystemExit) as exit_info:
         call()
     assert exit_info.value.code == 2

@@ -1,4 +1,4 @@
-"""chapter_bert/tools/hour_study.py: what it reads of a running job and how it judges
+"""chapter_bert/studies/hour_study.py: what it reads of a running job and how it judges
 drift, on samples made to hold a known answer (the hour itself is a study, not a test)."""
 import importlib.util
 import json
@@ -8,7 +8,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 spec = importlib.util.spec_from_file_location(
-    'hour_study', os.path.join(ROOT, 'chapter_bert', 'tools', 'hour_study.py'))
+    'hour_study', os.path.join(ROOT, 'chapter_bert', 'studies', 'hour_study.py'))
 hour_study = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(hour_study)
 

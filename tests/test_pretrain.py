@@ -229,7 +229,7 @@ def test_pretraining_on_the_bundled_corpus_learns(default_pretraining_run):
     no collapse warning at any evaluation, and the artifacts are there.
 
     With the schedule of earlier versions (50 warmup steps, dropout 0.2) seed 0 ended
-    at NSP 0.583 (chapter_bert/tools/pretrain_study.py tabulates 16 runs).
+    at NSP 0.583 (chapter_bert/studies/pretrain_study.py tabulates 16 runs).
     """
     out, result = default_pretraining_run
     final = result['eval']

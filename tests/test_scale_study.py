@@ -1,5 +1,5 @@
-"""chapter_bert/tools/scale_study.py: the corpora it makes, its quick mode on the shared
-WikiText-2 file (skipped when ../shared/data, or $D2LBERT_SHARED_DATA, is absent), the
+"""chapter_bert/studies/scale_study.py: the corpora it makes, its quick mode on the shared
+WikiText-2 file (skipped when ../shared/data, or $D2LBERT_DATA, is absent), the
 docs table it prints (checked by tests/quoted_numbers.py as the book's numbers are) and
 its one-line refusals of bad input."""
 import json
@@ -12,9 +12,9 @@ import pytest
 from quoted_numbers import check_text, find_markers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.environ.get('D2LBERT_SHARED_DATA', os.path.join(ROOT, '..', 'shared', 'data'))
-WIKITEXT = os.path.join(SHARED, 'wikitext-2', 'wiki.valid.tokens')
-STUDY = os.path.join(ROOT, 'chapter_bert', 'tools', 'scale_study.py')
+DATA = os.environ.get('D2LBERT_DATA', os.path.join(ROOT, '..', 'shared', 'data'))
+WIKITEXT = os.path.join(DATA, 'wikitext-2', 'wiki.valid.tokens')
+STUDY = os.path.join(ROOT, 'chapter_bert', 'studies', 'scale_study.py')
 sys.path.insert(0, os.path.dirname(STUDY))
 from scale_study import make_corpus  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The `d2lbert` command makes MXNet's OpenMP threads spin only briefly before they sleep
 while they wait (GOMP_SPINCOUNT=1000), unless the user chose: long-spinning threads make
 runs that share the cores collapse (d2lbert/util/threads.py;
-chapter_bert/tools/concurrent_runs.py measures it). A library import of d2lbert leaves
+chapter_bert/studies/concurrent_runs.py measures it). A library import of d2lbert leaves
 OpenMP's defaults alone."""
 import os
 import subprocess

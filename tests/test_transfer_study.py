@@ -1,5 +1,5 @@
-"""chapter_bert/tools/transfer_study.py runs in its quick mode on the shared real data
-(WikiText-2, GLUE SST-2; skipped when ../shared/data, or $D2LBERT_SHARED_DATA, is
+"""chapter_bert/studies/transfer_study.py runs in its quick mode on the shared real data
+(WikiText-2, GLUE SST-2; skipped when ../shared/data, or $D2LBERT_DATA, is
 absent) and writes a results file that records what it measured and how."""
 import json
 import os
@@ -9,10 +9,10 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.environ.get('D2LBERT_SHARED_DATA', os.path.join(ROOT, '..', 'shared', 'data'))
-WIKITEXT = os.path.join(SHARED, 'wikitext-2', 'wiki.valid.tokens')
-SST2 = os.path.join(SHARED, 'sst-2')
-STUDY = os.path.join(ROOT, 'chapter_bert', 'tools', 'transfer_study.py')
+DATA = os.environ.get('D2LBERT_DATA', os.path.join(ROOT, '..', 'shared', 'data'))
+WIKITEXT = os.path.join(DATA, 'wikitext-2', 'wiki.valid.tokens')
+SST2 = os.path.join(DATA, 'sst-2')
+STUDY = os.path.join(ROOT, 'chapter_bert', 'studies', 'transfer_study.py')
 
 
 @pytest.mark.skipif(not (os.path.isfile(WIKITEXT) and os.path.isdir(SST2)),
@@ -97,7 +97,7 @@ def test_a_probe_scores_what_its_features_hold():
     noisy coordinate among noise) and scores chance on features that hold none."""
     import numpy as np
     sys.path.insert(0, os.path.dirname(STUDY))
-    from transfer_study import probe_accuracy
+    from transfer_probe import probe_accuracy
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 800)
     noise = rng.normal(size=(800, 16))
@@ -116,7 +116,7 @@ def test_a_killed_study_leaves_no_run_going_on(tmp_path):
     import time
     pid_file = tmp_path / 'child.pid'
     script = (f'import sys; sys.path.insert(0, {os.path.dirname(STUDY)!r})\n'
-              'from transfer_study import run_logged\n'
+              'from runner import run_logged\n'
               f"run_logged(['sh', '-c', 'echo $$ > {pid_file}; exec sleep 60'])\n")
     study = subprocess.Popen([sys.executable, '-c', script],
                              env=dict(os.environ, PYTHONPATH=ROOT))
@@ -185,7 +185,7 @@ def test_the_continue_part_keeps_earlier_arms_and_runs_what_they_lack():
     --continue-minutes leaves it out; a start kept as it is gains its full-set run, and a
     kept continued arm (its model gone with the run that made it) runs nothing."""
     sys.path.insert(0, os.path.dirname(STUDY))
-    from transfer_study import missing_finetunings, planned_arms
+    from transfer_continue import missing_finetunings, planned_arms
     starts = {'MiniLM-L6': 'minilm', 'WikiText-2 model': 'wt2'}
     earlier = {'MiniLM-L6': {'start': 'MiniLM-L6', 'minutes': 0, 'sst2_subset': [0.8]},
                'MiniLM-L6+10': {'start': 'MiniLM-L6', 'minutes': 10, 'sst2_subset': [0.8]},
@@ -220,7 +220,7 @@ def test_a_start_pretrained_here_records_how(tmp_path):
     """A d2lbert run as a start: its options and last held-out evaluation are recorded
     (whole words where the run has them); a checkpoint without run.json records nothing."""
     sys.path.insert(0, os.path.dirname(STUDY))
-    from transfer_study import pretrained_here
+    from transfer_continue import pretrained_here
     (tmp_path / 'run.json').write_text(json.dumps({'command': 'pretrain', 'options': {
         'data': 'articles', 'preset': 'small', 'objective': 'mlm+nsp', 'minutes': 30.0}}))
     records = [{'step': 10, 'split': 'valid', 'mlm_accuracy': 0.1, 'word_mlm_accuracy': 0.2},

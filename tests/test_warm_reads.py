@@ -1,4 +1,4 @@
-"""chapter_bert/tools/warm_reads.py: how its strace log is added up, and what it
+"""chapter_bert/studies/warm_reads.py: how its strace log is added up, and what it
 measures, on a small file: a warm start of `d2lbert pretrain --data FILE` opens and
 reads the file once, to hash it (skipped without strace or the WikiText-2 file)."""
 import json
@@ -10,9 +10,9 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.environ.get('D2LBERT_SHARED_DATA', os.path.join(ROOT, '..', 'shared', 'data'))
-WIKITEXT = os.path.join(SHARED, 'wikitext-2', 'wiki.valid.tokens')
-TOOL = os.path.join(ROOT, 'chapter_bert', 'tools', 'warm_reads.py')
+DATA = os.environ.get('D2LBERT_DATA', os.path.join(ROOT, '..', 'shared', 'data'))
+WIKITEXT = os.path.join(DATA, 'wikitext-2', 'wiki.valid.tokens')
+TOOL = os.path.join(ROOT, 'chapter_bert', 'studies', 'warm_reads.py')
 sys.path.insert(0, os.path.dirname(TOOL))
 from warm_reads import reads_of  # noqa: E402
 

@@ -43,6 +43,8 @@ MATHJAX_FILE = os.path.join('mathjax', 'static', 'mathjax', 'es5', 'tex-svg.js')
 COPY_BUTTON_SVG = os.path.join(TOOLS, 'copy-button.svg')
 RUN_D2LBOOK = os.path.join(TOOLS, 'run_d2lbook.py')  # d2lbook with this book's changes
 MARKER = '.d2lbert-book'  # marks a folder this script made, so a rebuild may write into it
+ERRORS = 'notebook-errors'  # in the output folder: NAME.txt, why notebook NAME failed
+ERROR_LINES = 60  # of each failed notebook's error, the last lines printed
 TOC = re.compile(r'^```toc\n(.*?)^```', re.S | re.M)
 
 
@@ -111,6 +113,12 @@ def prepare_out(out):
     return lock
 
 
+def package_version():
+    """d2lbert's version (`d2lbert.__version__`), read without importing MXNet."""
+    with open(os.path.join(ROOT, 'd2lbert', '__init__.py'), encoding='utf-8') as f:
+        return re.search(r"^__version__ = '([^']+)'", f.read(), re.M).group(1)
+
+
 def write_config(out, chapters):
     """d2lbook's config.ini in `out`: sources in chapter_bert/, outputs in `out`."""
     # Every file of the package (and this script) counts as a source of every notebook:
@@ -120,7 +128,7 @@ def write_config(out, chapters):
 name = d2lbert
 title = d2lbert: BERT in MXNet Gluon
 author = The d2lbert contributors
-release = 0.1.0
+release = {package_version()}
 
 [build]
 index = index
@@ -184,6 +192,25 @@ def unbuilt(out, names):
     return [name for name in names if stale(name)]
 
 
+def notebook_errors(out, names):
+    """What each notebook of `names` that failed left in out/notebook-errors/ (its
+    failing cell and traceback: run_d2lbook.py writes them), its last ERROR_LINES lines,
+    as one text; a notebook without a record is said to have none."""
+    reports = []
+    for name in names:
+        path = os.path.join(out, ERRORS, name + '.txt')
+        if os.path.isfile(path):
+            with open(path, encoding='utf-8') as f:
+                lines = f.read().rstrip('\n').splitlines()
+            shown = lines[-ERROR_LINES:]
+            cut = [f'({len(lines) - len(shown)} lines above cut)'] * (len(shown) < len(lines))
+            reports.append('\n'.join([f'--- {name}: its error ---', *cut, *shown]))
+        else:
+            reports.append(f'--- {name}: no error recorded (its process ended without one: '
+                           f'killed?); see the messages above ---')
+    return '\n'.join(reports)
+
+
 def build(out, quick, venv, clean):
     """Build the notebooks and the HTML pages of the book into `out`."""
     if shutil.which('pandoc') is None:
@@ -200,12 +227,16 @@ def build(out, quick, venv, clean):
         write_config(out, chapters)
         stage_static_files(out, venv)
         env = builder_env(out, venv, quick)
+        shutil.rmtree(os.path.join(out, ERRORS), ignore_errors=True)
         started = time.time()
         done = subprocess.run([venv_python(venv), RUN_D2LBOOK, 'build', 'html'], cwd=out, env=env)
         if done.returncode != 0:
-            failed = ', '.join(unbuilt(out, ['index'] + chapters)) or 'none'
+            failed = unbuilt(out, ['index'] + chapters)
+            if failed:
+                print(notebook_errors(out, failed), file=sys.stderr)
             raise BuildError(f'd2lbook build html failed (exit {done.returncode}; chapters '
-                             f'without an up-to-date notebook: {failed}); see its messages')
+                             f'without an up-to-date notebook: {", ".join(failed) or "none"}'
+                             f'{": their errors are above" if failed else "; see its messages"})')
         print(f'Built {len(chapters)} chapters in {time.time() - started:.0f} s:\n'
               f'  notebooks  {os.path.join(out, "eval")}/*.ipynb\n'
               f'  HTML book  {os.path.join(out, "html", "index.html")}')

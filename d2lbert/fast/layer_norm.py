@@ -10,8 +10,8 @@ from . import kernels
 
 class FusedLayerNorm(nn.LayerNorm):
     """`gluon.nn.LayerNorm` (same parameters, same results) on the `d2lbert_layer_norm`
-    kernel (`kernels/layer_norm.cc`), about 10x faster than MXNet 1.9's in the backward
-    pass, which sums gamma's and beta's gradients with slow generic reductions."""
+    kernel (`kernels/layer_norm.cc`), faster than MXNet 1.9's, whose backward pass sums
+    gamma's and beta's gradients with slow generic reductions."""
     def hybrid_forward(self, F, X, gamma, beta):
         if not kernels.usable(self.gamma):
             return super().hybrid_forward(F, X, gamma, beta)

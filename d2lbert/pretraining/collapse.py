@@ -7,7 +7,7 @@ is not above that baseline by more than MARGIN has collapsed onto the token freq
 (typically after too large steps early on) or has not begun to learn. The user hears of
 it at the evaluation where it is seen, with what to try.
 
-Only the masked LM is checked. chapter_bert/tools/pretrain_study.py recorded every
+Only the masked LM is checked. chapter_bert/studies/pretrain_study.py recorded every
 evaluation of 38 runs (chapter_bert/results/pretrain-study.json): the masked LM leaves
 its baseline (0.108 on the bundled corpus) before the warmup ends in every run that
 learns (0.19 or more at step 100, 0.26 or more at step 200), and stays at it, at every

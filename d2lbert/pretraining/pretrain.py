@@ -65,7 +65,7 @@ REAL_TEXT_RECIPE = {'preset': 'small', 'batch_size': 128, 'lr': 5e-4}
 # pulling the embeddings of words a batch lacks towards 0. AdamW with batches of 256
 # packed sequences at 1.4e-3 is above the most-frequent-token baseline + 0.05 at step 300
 # on SST-2's sentences and WikiText-2's lines, both seeds measured (at 7e-4 WikiText-2's
-# lines were 0.001 short; chapter_bert/tools/first_steps_study.py, docs/pretraining.md).
+# lines were 0.001 short; chapter_bert/studies/first_steps_study.py, docs/pretraining.md).
 MLM_RECIPE = {'optimizer': 'adamw', 'lr': 1.4e-3, 'batch_size': 256}
 DEFAULT_EVERY = 100  # the default --eval-every and --save-every of a --steps run
 # Held-out batches an evaluation reads by default: a fixed sample of the held-out text

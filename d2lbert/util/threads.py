@@ -10,7 +10,7 @@ d2lbert's own kernels (`d2lbert/fast/kernels/`, plain `#pragma omp parallel` loo
   300,000. Alone on the machine, spinning saves a wake-up at each of the hundreds of
   parallel loops of a step; but when other processes share the cores, a long-spinning
   thread burns the time slice that the thread it waits for needs. Measured on 2 cores,
-  two 2-thread pretraining runs at once (chapter_bert/tools/concurrent_runs.py,
+  two 2-thread pretraining runs at once (chapter_bert/studies/concurrent_runs.py,
   docs/performance.md, pairs/s of each against one alone): spinning 300,000 (the old
   default) 0.11 of alone, 30,000 0.04, 10,000 0.12, 3,000 0.27, 1,000 0.46-0.50,
   never spinning (OMP_WAIT_POLICY=PASSIVE) 0.86-1.05 but alone 25% slower (1,469-1,851

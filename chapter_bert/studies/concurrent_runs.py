@@ -1,6 +1,6 @@
 """Do two pretraining runs at once share the machine, or collapse?
 
-    python chapter_bert/tools/concurrent_runs.py [--threads 2] [--steps 200] [--pairs 2]
+    python chapter_bert/studies/concurrent_runs.py [--threads 2] [--steps 200] [--pairs 2]
         [--env NAME=VALUE ...]
 
 Runs `python -m d2lbert pretrain --steps STEPS --eval-every 0 --save-every 0` once alone,
@@ -10,7 +10,6 @@ training speed of each run (pairs per second, from its metrics.jsonl: every logg
 interval but the first, which includes building the model). Sharing the cores fairly,
 each of two runs keeps about half of its alone speed; see docs/performance.md.
 """
-import argparse
 import json
 import os
 import shutil
@@ -19,6 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runner import study_parser  # noqa: E402
 
 
 def command(out, steps):
@@ -53,7 +55,7 @@ def run_together(copies, steps, env):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--threads', type=int, default=2, help='OMP_NUM_THREADS of each run')
     parser.add_argument('--steps', type=int, default=200)
     parser.add_argument('--pairs', type=int, default=2, help='runs started together')

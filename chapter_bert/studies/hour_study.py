@@ -1,9 +1,9 @@
 """An hour does not drift: one long `d2lbert pretrain` on a big corpus, watched from outside.
 
-    python chapter_bert/tools/hour_study.py --data CORPUS [--minutes 60] [--threads 2]
+    python chapter_bert/studies/hour_study.py --data CORPUS [--minutes 60] [--threads 2]
         [--home FOLDER] [--every 10]
         [--out chapter_bert/results/hour-study.json] [--plot docs/img/hour-study.svg]
-    python chapter_bert/tools/hour_study.py --rederive   # the checks and plot again
+    python chapter_bert/studies/hour_study.py --rederive   # the checks and plot again
 
 It runs `python -m d2lbert pretrain --data CORPUS --minutes M` (its defaults otherwise)
 in a temporary folder, with OMP_NUM_THREADS=--threads, D2LBERT_HOME=--home (where the
@@ -24,8 +24,6 @@ there); the memory also against minutes 15-25, after the first held-out evaluati
 a fifth of the time), whose graph gets its own memory once. --plot draws the three
 curves. Time it alone on the machine.
 """
-import argparse
-import datetime
 import json
 import os
 import statistics
@@ -37,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from results_file import check_results_file, write_results  # noqa: E402
+from runner import check_results_file, run_record, study_parser, write_results  # noqa: E402
 
 # minutes 5-15 of an hour against its last 10 (the same fractions of a shorter run), and
 # minutes 15-25, after the first held-out evaluation (at a fifth of the time): it gives
@@ -232,7 +230,7 @@ def rederive(out, plot_path, minutes):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--data', help='the corpus (as pretrain --data)')
     parser.add_argument('--minutes', type=float, default=60)
     parser.add_argument('--threads', type=int, default=2)
@@ -264,11 +262,8 @@ def main(argv=None):
             sys.exit(f'hour_study: d2lbert pretrain ended with exit code {code}')
         with open(os.path.join(run_dir, 'run.json'), encoding='utf-8') as f:
             options = json.load(f).get('options', {})
-    from d2lbert.bench.machine import cpu_description
     samples = on_the_training_clock(samples)
-    results = {'date': datetime.date.today().isoformat(), 'machine': cpu_description(),
-               'command': 'python chapter_bert/tools/hour_study.py '
-               + ' '.join(sys.argv[1:] if argv is None else argv),
+    results = {**run_record('hour_study', argv),
                'pretrain': ['d2lbert', 'pretrain', *flags], 'threads': args.threads,
                'options': options, 'checks': checks(samples, args.minutes),
                'samples': samples}

@@ -1,9 +1,9 @@
 """The first steps of `d2lbert pretrain --objective mlm` from random weights on text as
 users have it: held-out MLM accuracy against the most-frequent-token baseline.
 
-    python chapter_bert/tools/first_steps_study.py [--recipe NAME=FLAGS ...]
+    python chapter_bert/studies/first_steps_study.py [--recipe NAME=FLAGS ...]
         [--texts sst2,wikitext-lines] [--seeds 0,1] [--steps 300] [--jobs 2] [--out FILE]
-    python chapter_bert/tools/first_steps_study.py --readme [--out FILE]
+    python chapter_bert/studies/first_steps_study.py --readme [--out FILE]
 
 Each recipe (NAME=FLAGS, the flags added to the command; `defaults=` for none) runs on
 each text and seed, `--jobs` runs at a time with one thread each (held-out accuracy after
@@ -20,9 +20,7 @@ evaluations (every 100 steps) from the run's metrics.jsonl. The results file rec
 command, the CPU and the date; `--readme` prints the table of docs/pretraining.md, each
 number tied to the file (tests/test_quoted_numbers.py).
 """
-import argparse
 import concurrent.futures
-import datetime
 import json
 import os
 import shutil
@@ -30,7 +28,6 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.join(os.path.dirname(os.path.dirname(HERE)), '..', 'shared', 'data')
 RESULTS = os.path.join(os.path.dirname(HERE), 'results', 'first-steps-study.json')
 TEXTS = ('sst2', 'wikitext-lines')
 HELD_OUT_SHARE = 0.2  # of wikitext-lines
@@ -38,9 +35,8 @@ RECIPE_OPTIONS = ('preset', 'optimizer', 'lr', 'batch_size', 'max_len', 'warmup'
                   'weight_decay', 'seed')
 
 sys.path.insert(0, HERE)
-from pretrain_study import machine  # noqa: E402
-from results_file import check_results_file, fail, write_results  # noqa: E402
-from transfer_study import read_records, run_logged  # noqa: E402
+from runner import (DATA, check_results_file, fail, read_records, run_logged,  # noqa: E402
+                    run_record, study_parser, write_results)
 
 
 def wikitext_lines(wikitext, folder):
@@ -151,14 +147,14 @@ def checked_inputs(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--recipe', action='append', metavar='NAME=FLAGS')
     parser.add_argument('--texts', default=','.join(TEXTS))
     parser.add_argument('--seeds', default='0,1')
     parser.add_argument('--steps', type=int, default=300)
     parser.add_argument('--jobs', type=int, default=2)
-    parser.add_argument('--sst2', default=os.path.join(SHARED, 'sst-2'))
-    parser.add_argument('--wikitext', default=os.path.join(SHARED, 'wikitext-2',
+    parser.add_argument('--sst2', default=os.path.join(DATA, 'sst-2'))
+    parser.add_argument('--wikitext', default=os.path.join(DATA, 'wikitext-2',
                                                            'wiki.valid.tokens'))
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
@@ -171,10 +167,7 @@ def main(argv=None):
     texts, seeds, recipes = checked_inputs(args)
     check_results_file('first_steps_study', args.out,
                        {'--sst2': args.sst2, '--wikitext': args.wikitext})
-    results = {'command': 'python chapter_bert/tools/first_steps_study.py '
-               + ' '.join(argv if argv is not None else sys.argv[1:]),
-               'machine': machine(), 'date': datetime.date.today().isoformat(),
-               'steps': args.steps, 'threads_per_run': 1}
+    results = {**run_record('first_steps_study', argv), 'steps': args.steps, 'threads_per_run': 1}
     scratch = tempfile.mkdtemp(prefix='first-steps-study-')
     try:
         results['recipes'] = run_study(recipes, texts, seeds, args.steps, args.jobs,

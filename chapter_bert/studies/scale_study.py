@@ -1,16 +1,17 @@
 """What a bigger corpus costs: `d2lbert pretrain` on 2M, 10M and 100M words of text.
 
-    python chapter_bert/tools/scale_study.py [--sizes 2,10,100] [--threads 2] [--quick]
+    python chapter_bert/studies/scale_study.py [--sizes 2,10,100] [--threads 2] [--quick]
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens]
         [--out chapter_bert/results/scale-study.json]
-    python chapter_bert/tools/scale_study.py --readme [--out ...]
+    python chapter_bert/studies/scale_study.py --readme [--out ...]
 
 For each size (--sizes, in millions of words) it makes a corpus in a temporary folder
 (under $TMPDIR): wiki.train.tokens holds the lines of the WikiText-2 file --wikitext
 (paragraphs, headings and blank lines, as WikiText has them) shuffled with a fixed seed,
 shuffled again and repeated until the corpus has that many words (space-separated
 tokens); wiki.valid.tokens holds the first 600 lines of the first shuffle (text of the
-training file too: this study times, it does not evaluate). Then it runs, with OMP_NUM_THREADS=--threads,
+training file too: this study times, it does not evaluate). Then it runs, with
+OMP_NUM_THREADS=--threads,
 
     python -m d2lbert pretrain --data FOLDER --steps 20 --log-every 1 --eval-every 0
         --save-every 0 --no-progress --out RUN
@@ -29,8 +30,6 @@ and the date; --readme prints the table of docs/pretraining.md from it, every nu
 its marker (tests/test_quoted_numbers.py checks them). --quick: 0.05M and 0.1M words,
 3 steps of the book's size, for tests/test_scale_study.py. Time it alone on the machine.
 """
-import argparse
-import datetime
 import json
 import os
 import random
@@ -43,10 +42,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from results_file import check_results_file, fail, write_results  # noqa: E402
+from runner import (DATA, check_results_file, fail, run_record, study_parser,  # noqa: E402
+                    write_results)
 
 RESULTS = os.path.join(ROOT, 'chapter_bert', 'results', 'scale-study.json')
-WIKITEXT = os.path.join(ROOT, '..', 'shared', 'data', 'wikitext-2', 'wiki.valid.tokens')
+WIKITEXT = os.path.join(DATA, 'wikitext-2', 'wiki.valid.tokens')
 LOGGING = ['--log-every', '1', '--eval-every', '0', '--save-every', '0', '--no-progress']
 STUDY = {'valid_lines': 600, 'pretrain': ['--steps', '20', *LOGGING]}
 QUICK = {'sizes': '0.05,0.1', 'valid_lines': 100,
@@ -242,7 +242,7 @@ def checked_inputs(args):
 
 
 def arguments(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--sizes', default='2,10,100', help='millions of words')
     parser.add_argument('--threads', type=int, default=2, help='OMP_NUM_THREADS of the runs')
     parser.add_argument('--quick', action='store_true', help=f"sizes {QUICK['sizes']}, "
@@ -265,10 +265,7 @@ def main(argv=None):
     lines, sizes = checked_inputs(args)
     check_results_file('scale_study', args.out, {'--wikitext': args.wikitext})
     plan = QUICK if args.quick else STUDY
-    from d2lbert.bench.machine import cpu_description
-    results = {'date': datetime.date.today().isoformat(), 'machine': cpu_description(),
-               'command': 'python chapter_bert/tools/scale_study.py '
-               + ' '.join(sys.argv[1:] if argv is None else argv),
+    results = {**run_record('scale_study', argv),
                'quick': args.quick, 'threads': args.threads,
                'pretrain': ['d2lbert', 'pretrain', '--data', 'FOLDER', *plan['pretrain'],
                             '--out', 'RUN'],

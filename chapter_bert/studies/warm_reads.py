@@ -1,7 +1,7 @@
 """How often a warm start reads a big `--data` file: `d2lbert pretrain` on one
 540 MB file of one text per line, cold, warm, and warm again under strace.
 
-    python chapter_bert/tools/warm_reads.py [--words 103] [--steps 20] [--threads 2]
+    python chapter_bert/studies/warm_reads.py [--words 103] [--steps 20] [--threads 2]
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens]
         [--out chapter_bert/results/warm-reads.json]
 
@@ -18,8 +18,6 @@ first step, peak RSS); the traced run is a warm run under `strace -f -y` whose r
 calls on the file are added up (bytes read from it, and how many times it was opened),
 against the file's size. Time it alone on the machine.
 """
-import argparse
-import datetime
 import os
 import re
 import subprocess
@@ -27,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_file import check_results_file, fail, write_results  # noqa: E402
+from runner import check_results_file, fail, run_record, study_parser, write_results  # noqa: E402
 from scale_study import ROOT, WIKITEXT, make_corpus, measure_run  # noqa: E402
 
 RESULTS = os.path.join(ROOT, 'chapter_bert', 'results', 'warm-reads.json')
@@ -68,7 +66,7 @@ def traced_run(data, home, run_dir, threads, pretrain_flags):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--words', type=float, default=103, help='millions of words')
     parser.add_argument('--steps', type=int, default=20, help='steps of each run')
     parser.add_argument('--threads', type=int, default=2)
@@ -84,10 +82,7 @@ def main(argv=None):
     except OSError as err:
         fail('warm_reads', f'--wikitext {args.wikitext}: {err.strerror}')
     check_results_file('warm_reads', args.out, {'--wikitext': args.wikitext})
-    from d2lbert.bench.machine import cpu_description
-    results = {'date': datetime.date.today().isoformat(), 'machine': cpu_description(),
-               'command': 'python chapter_bert/tools/warm_reads.py '
-               + ' '.join(sys.argv[1:] if argv is None else argv),
+    results = {**run_record('warm_reads', argv),
                'threads': args.threads,
                'pretrain': ['d2lbert', 'pretrain', '--data', 'FILE', *pretrain_flags, '--out',
                             'RUN']}

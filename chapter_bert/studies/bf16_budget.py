@@ -1,7 +1,7 @@
 """Where a training step's time goes in float32 and in bfloat16, and how fast bfloat16
 could make it at best.
 
-    python chapter_bert/tools/bf16_budget.py [--steps 20] [--rounds 3] [--threads 2]
+    python chapter_bert/studies/bf16_budget.py [--steps 20] [--rounds 3] [--threads 2]
         [--out chapter_bert/results/bf16-budget.json]
 
 Two steps of `d2lbert bench`: the small pretraining step (`small`) and the sentence-pair
@@ -34,10 +34,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_file import check_results_file, fail, write_results  # noqa: E402
+from runner import check_results_file, fail, run_record, study_parser, write_results  # noqa: E402
 from d2lbert.util.process import configure_cpu  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -167,7 +166,7 @@ def table(results):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--steps', type=int, default=20, help='timed (and profiled) steps')
     parser.add_argument('--rounds', type=int, default=3,
                         help='timed processes per step and precision (the median)')
@@ -198,9 +197,7 @@ def main(argv=None):
     print(table(results))
     from d2lbert.bench.machine import describe_machine
     write_results('bf16_budget', args.out, {
-        'command': 'python chapter_bert/tools/bf16_budget.py '
-                   + ' '.join(argv if argv is not None else sys.argv[1:]),
-        'date': time.strftime('%Y-%m-%d'), 'machine': describe_machine(),
+        **run_record('bf16_budget', argv, describe_machine),
         'threads': args.threads, 'steps': args.steps, 'rounds': args.rounds,
         'steps_measured': results})
 

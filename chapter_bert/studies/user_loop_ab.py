@@ -1,6 +1,6 @@
 """A user's own training loop on the book's model, before and after a change: ms per step.
 
-    python chapter_bert/tools/user_loop_ab.py --before dc749fe
+    python chapter_bert/studies/user_loop_ab.py --before dc749fe
 
 The loop is what a library user writes, not the commands' (which skip no check and copy
 nothing either way): the book's `BERTModel` (the bench's `small` size, not accelerated),
@@ -10,17 +10,15 @@ its own (`--rounds` rounds, versions interleaved; OMP_NUM_THREADS=--threads,
 GOMP_SPINCOUNT=1000 in both); `--before` is checked out into a temporary git worktree,
 the other version is this checkout. Written to --out, whole or not at all.
 """
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_file import check_results_file, fail, write_results  # noqa: E402
+from runner import check_results_file, fail, run_record, study_parser, write_results  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(REPO, 'chapter_bert', 'results', 'user-loop-ab.json')
@@ -76,7 +74,7 @@ def git(*args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--before', required=True, help='the git revision to compare with')
     parser.add_argument('--config', default='small', help="the bench's config")
     parser.add_argument('--steps', type=int, default=20)
@@ -112,9 +110,7 @@ def main(argv=None):
     write_results('user_loop_ab', args.out, {
         'what': "a user's loop (book model, hybridized, pretraining_loss, Adam): "
                 'value checks in every forward call (before) or opt-in (after)',
-        'command': 'python chapter_bert/tools/user_loop_ab.py '
-                   + ' '.join(argv if argv is not None else sys.argv[1:]),
-        'date': time.strftime('%Y-%m-%d'), 'machine': describe_machine(),
+        **run_record('user_loop_ab', argv, describe_machine),
         'before': before, 'after': git('rev-parse', 'HEAD'), 'config': args.config,
         'steps': args.steps, 'threads': args.threads, 'ms_per_step': times,
         'median_ms_per_step': medians})

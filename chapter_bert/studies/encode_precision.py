@@ -1,7 +1,7 @@
 """Which of a sentence encoder's matrix products can compute in bfloat16: seconds and
 the least cosine to sentence-transformers' float32 vectors, per choice.
 
-    python chapter_bert/tools/encode_precision.py --model MINILM_FOLDER \\
+    python chapter_bert/studies/encode_precision.py --model MINILM_FOLDER \\
         --sst2 ../shared/data/sst-2/train.tsv --texts 20000
 
 Each choice runs in a process of its own (OMP_NUM_THREADS=--threads): the model loaded
@@ -14,18 +14,16 @@ attention blocks, or the last encoder block. sentence-transformers'
 `encode(batch_size=64, normalize_embeddings=True)` gives the reference vectors and its
 own seconds (`d2lbert.bench.inference.timed_peer`). Written to --out, whole or not at all.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as onp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_file import check_results_file, fail, write_results  # noqa: E402
+from runner import check_results_file, fail, run_record, study_parser, write_results  # noqa: E402
 from d2lbert.bench.inference import timed_peer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -78,7 +76,7 @@ def run(code, args, threads):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--model', required=True, help='a sentence-transformers MiniLM folder')
     parser.add_argument('--sst2', required=True, help="SST-2's train.tsv")
     parser.add_argument('--texts', type=int, default=20000)
@@ -115,9 +113,7 @@ def main(argv=None):
     write_results('encode_precision', args.out, {
         'what': "MiniLM's mean-pooled, normalized vectors of SST-2 training sentences: "
                 'seconds (model loading excluded) and cosine to sentence-transformers',
-        'command': 'python chapter_bert/tools/encode_precision.py '
-                   + ' '.join(argv if argv is not None else sys.argv[1:]),
-        'date': time.strftime('%Y-%m-%d'), 'machine': describe_machine(),
+        **run_record('encode_precision', argv, describe_machine),
         'texts': len(texts), 'threads': args.threads,
         'sentence-transformers': peer, 'choices': results})
 

@@ -1,6 +1,6 @@
 """How reliably `d2lbert pretrain` learns: the runs behind the pretraining chapter's tables.
 
-    python chapter_bert/tools/pretrain_study.py [--jobs 2] [--only default,plain,...]
+    python chapter_bert/studies/pretrain_study.py [--jobs 2] [--only default,plain,...]
         [--wikitext ../shared/data/wikitext-2/wiki.valid.tokens]
         [--out chapter_bert/results/pretrain-study.json]
 
@@ -34,7 +34,6 @@ quote it, and tests/test_quoted_numbers.py checks them against it. Times are wal
 seconds of runs that shared the machine with each other (`--jobs`): compare accuracies,
 not times.
 """
-import argparse
 import concurrent.futures
 import datetime
 import json
@@ -48,7 +47,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(os.path.dirname(HERE), 'results', 'pretrain-study.json')
 sys.path.insert(0, HERE)
-from results_file import check_results_file, write_results  # noqa: E402
+from runner import (DATA, check_results_file, machine, run_record, study_parser,  # noqa: E402
+                    write_results)
 SEEDS = range(8)
 THRESHOLDS = {'mlm_accuracy': 0.45, 'nsp_accuracy': 0.75}
 CHANGES = (('--warmup', '20'), ('--clip', '0'), ('--lr', '0.002'), ('--lr', '0.0005'))
@@ -221,20 +221,13 @@ def rederive_warnings(results):
     return results
 
 
-def machine():
-    """The CPU this ran on (d2lbert bench's description)."""
-    from d2lbert.bench.machine import cpu_description
-    return cpu_description()
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = study_parser(__doc__)
     parser.add_argument('--only', default='wikitext,default,changes,plain,earlier,'
                         'cpus-avx512,cpus-avx2')
     parser.add_argument('--jobs', type=int, default=2)
-    parser.add_argument('--wikitext', default=os.path.join(
-        os.path.dirname(os.path.dirname(HERE)), '..', 'shared', 'data', 'wikitext-2',
-        'wiki.valid.tokens'))
+    parser.add_argument('--wikitext', default=os.path.join(DATA, 'wikitext-2',
+                                                           'wiki.valid.tokens'))
     parser.add_argument('--out', default=RESULTS)
     parser.add_argument('--readme', action='store_true',
                         help="only print the docs' tables of the results file --out")
@@ -268,8 +261,7 @@ def main(argv=None):
                 records.append(future.result())
                 print(markdown_table(records[-1:]).split('\n')[-1], flush=True)
     records = [r for r in earlier_runs(args.out) if r['part'] not in parts] + records
-    results = {'date': datetime.date.today().isoformat(), 'machine': machine(),
-               'command': 'python chapter_bert/tools/pretrain_study.py',
+    results = {**run_record('pretrain_study', [], machine),
                'thresholds': THRESHOLDS, 'summary': summarize(records), 'runs': records}
     write_results('pretrain_study', args.out, results)
     print(markdown_table(records))
