@@ -324,7 +324,7 @@ def run_convert(args):
     """The folder --out is written whole in a temporary folder beside it, then put in
     place: new or empty (or replaced whole with --overwrite), never holding an input."""
     import json
-    from .interop.convert import read_hf_model, read_model_to_export, write_model_dir
+    from .interop.convert import read_hf_model, read_model_to_export, write_hf_model
     from .interop.huggingface import PickleRefused, to_huggingface
     from .run.folder import folder_written_whole
     from .run.models import model_step
@@ -342,22 +342,21 @@ def run_convert(args):
                          'it') from None
     except (OSError, ValueError) as error:
         raise ValueError(f'{source_flag} {source}: {error}') from None
-    with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
-        if args.from_hf:
-            missing = write_model_dir(tmp, *model)
-        else:
-            to_huggingface(net, config, vocab, tmp, labels)
-            step = model_step(folder)
-            with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
-                architecture = json.load(f)['architectures'][0]
-    if args.from_hf:
+    if args.from_hf:  # written as `save_pretrained` writes a model folder
+        missing = write_hf_model('--out', args.out, model, args.overwrite,
+                                 {source_flag: source})
         note = f' (missing heads, left randomly initialized: {", ".join(missing)})' \
             if missing else ''
         print(f'wrote d2lbert model folder {args.out}{note}')
-    else:
-        at_step = '' if step is None else f' (step {step})'
-        print(f'wrote Hugging Face BERT folder {args.out} from {folder}{at_step}: '
-              f'transformers.{architecture}.from_pretrained loads it')
+        return
+    with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
+        to_huggingface(net, config, vocab, tmp, labels)
+        step = model_step(folder)
+        with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
+            architecture = json.load(f)['architectures'][0]
+    at_step = '' if step is None else f' (step {step})'
+    print(f'wrote Hugging Face BERT folder {args.out} from {folder}{at_step}: '
+          f'transformers.{architecture}.from_pretrained loads it')
 
 
 def add_bench_parser(subparsers):

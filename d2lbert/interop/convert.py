@@ -6,6 +6,9 @@ A d2lbert model directory holds
     vocab.json | vocab.txt  a d2lbert `Vocab` (`Vocab.save`), or a WordPiece vocabulary
                             (with tokenizer_config.json saying whether it lower-cases)
     model.params            `net.save_parameters`
+    manifest.json           every file's size and SHA-1 (`run.checkpoint`), which
+                            `load_pretrained` checks (a folder written before it
+                            existed loads without)
 """
 import dataclasses
 import os
@@ -14,11 +17,12 @@ from ..data.vocab_files import load_vocab
 from ..finetuning.task_model import is_task_model, load_task_model
 from ..model import BERTModel
 from ..run.checkpoint import load_parameters, read_config
-from ..run.files import written_as_os_errors
+from ..run.errors import as_library_errors
+from ..run.folder import write_model_folder
 from ..run.models import model_folder, model_step
 from ..run.options import Options, option, text
 from .hf_tasks import check_has_hf_form
-from .huggingface import from_huggingface, to_huggingface, write_tokenizer
+from .huggingface import from_huggingface, to_huggingface
 
 
 @dataclasses.dataclass
@@ -43,15 +47,18 @@ class ConvertOptions(Options):
                              'model, never a pickle), only to --from-hf')
 
 
-def convert_from_hf(hf_dir, out_dir, allow_pickle=False):
-    """Hugging Face BERT directory -> d2lbert model directory. Returns the missing heads.
+def convert_from_hf(hf_dir, out_dir, allow_pickle=False, overwrite=False):
+    """Hugging Face BERT directory -> d2lbert model directory, written as `d2lbert
+    convert --from-hf` writes it (`write_hf_model`). Returns the missing heads.
 
     Only a pretrained BERT: a fine-tuned one (`hf_tasks`) is refused, as its task head
     would be lost; `from_huggingface` loads it, and `d2lbert finetune --model` takes its
-    encoder as it is.
+    encoder as it is. A ValueError naming out_dir for an output that can't be written
+    (see `run.folder.write_model_folder`: `save_pretrained` writes alike).
     """
     model = read_hf_model(hf_dir, allow_pickle)
-    return write_model_dir(out_dir, *model)
+    with as_library_errors():
+        return write_hf_model('out_dir', out_dir, model, overwrite, {'hf_dir': hf_dir})
 
 
 def read_hf_model(hf_dir, allow_pickle=False):
@@ -64,13 +71,12 @@ def read_hf_model(hf_dir, allow_pickle=False):
     return net, tokenizer, config
 
 
-def write_model_dir(out_dir, net, tokenizer, config):
-    """Write a d2lbert model directory; returns the heads the net lacks."""
-    os.makedirs(out_dir, exist_ok=True)
-    config.to_json_file(os.path.join(out_dir, 'config.json'))
-    write_tokenizer(tokenizer, out_dir)
-    with written_as_os_errors(os.path.join(out_dir, 'model.params')):
-        net.save_parameters(os.path.join(out_dir, 'model.params'))
+def write_hf_model(flag, out_dir, model, overwrite=False, inputs=None):
+    """Write the model (net, tokenizer, config) `read_hf_model` read as the d2lbert model
+    folder `out_dir` (`run.folder.write_model_folder`, as `save_pretrained` writes one;
+    flag: what errors name); returns the heads the net lacks."""
+    net, tokenizer, config = model
+    write_model_folder(flag, out_dir, net, config, tokenizer, overwrite, inputs)
     return net.missing_heads
 
 

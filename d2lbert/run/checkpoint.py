@@ -186,6 +186,7 @@ def load_parameters(net, folder, ctx=None):
     except (mx.base.MXNetError, AssertionError, ValueError) as error:
         reason = str(error).strip().splitlines()
         reason = next((line for line in reversed(reason) if line.strip()), type(error).__name__)
+        reason = reason.split(', which contains parameters')[0]  # not the list of them all
         raise CheckpointError(f'{path} is corrupt or does not fit {folder}/config.json '
                               f'({reason.strip()})') from None
     check_finite(net, path)
