@@ -188,6 +188,44 @@ def test_overwrite_replaces_a_model_folder_whole(face, models, tmp_path, capsys)
     assert onp.abs(outputs(saved) - outputs(before)).max() > 1e-3
 
 
+def write_hf_folder(face, models, out, overwrite, capsys):
+    """`d2lbert convert --to-hf` and `interop.convert_to_hf` (both
+    `interop.convert.write_hf_folder`), as `write_model`."""
+    if face == 'command':
+        code, _, err = run_main(['convert', '--to-hf', models['folder'], '--out', out,
+                                 *(['--overwrite'] if overwrite else [])], capsys)
+        return code == 0, '' if code == 0 else one_line_error(code, err)
+    from d2lbert.interop import convert_to_hf
+    try:
+        convert_to_hf(models['folder'], out, overwrite=overwrite)
+    except ValueError as error:
+        assert 'out_dir ' in str(error)
+        return False, str(error)
+    return True, ''
+
+
+@pytest.mark.parametrize('face', FACES)
+def test_a_hugging_face_folder_is_written_as_the_command_writes_it(face, models, tmp_path,
+                                                                   live_run, capsys,
+                                                                   monkeypatch):
+    """`convert_to_hf`, the library face of `convert --to-hf`, wrote into any path."""
+    run, pid = live_run
+    work = tmp_path / 'work'
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (work / 'notes.txt').write_text('mine\n')
+    os.symlink('notes.txt', 'lnk')
+    before = snapshot(str(tmp_path))
+    for out, named in (('notes.txt', 'is a file'), ('.', 'would delete the current folder'),
+                       ('lnk/', 'symbolic link'), (str(run), f'process {pid}')):
+        written, message = write_hf_folder(face, models, out, True, capsys)
+        assert not written and named in message, message
+    assert snapshot(str(tmp_path)) == before
+    written, message = write_hf_folder(face, models, 'hf', False, capsys)
+    assert written, message
+    assert {'config.json', 'model.safetensors', 'vocab.txt'} <= set(listing(work / 'hf'))
+
+
 def failing_write(folder, *args, **kwargs):
     """A write that fails halfway, as on a full disk."""
     with open(os.path.join(folder, 'config.json'), 'w') as f:

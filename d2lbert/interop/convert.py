@@ -11,6 +11,7 @@ A d2lbert model directory holds
                             existed loads without)
 """
 import dataclasses
+import json
 import os
 
 from ..data.vocab_files import load_vocab
@@ -18,7 +19,7 @@ from ..finetuning.task_model import is_task_model, load_task_model
 from ..model import BERTModel
 from ..run.checkpoint import load_parameters, read_config
 from ..run.errors import as_library_errors
-from ..run.folder import write_model_folder
+from ..run.folder import folder_written_whole, write_model_folder
 from ..run.models import model_folder, model_step
 from ..run.options import Options, option, text
 from .hf_tasks import check_has_hf_form
@@ -88,13 +89,29 @@ def load_model_dir(model_dir):
     return net, vocab, config
 
 
-def convert_to_hf(path, out_dir):
+def convert_to_hf(path, out_dir, overwrite=False):
     """The model `path` means (`run.models.model_folder`: a run's best model, a
     checkpoint, a model folder; a fine-tuned one, see `convert_task_model_to_hf`) ->
-    Hugging Face BERT directory. Returns (the model folder, its step or None)."""
-    (net, config, vocab, labels), folder = read_model_to_export(path)
-    to_huggingface(net, config, vocab, out_dir, labels)
+    Hugging Face BERT directory, written as `d2lbert convert --to-hf` writes it
+    (`write_hf_folder`; a ValueError naming out_dir for an output it refuses). Returns
+    (the model folder, its step or None)."""
+    model, folder = read_model_to_export(path)
+    with as_library_errors():
+        write_hf_folder('out_dir', out_dir, model, overwrite, {'path': path})
     return folder, model_step(folder)
+
+
+def write_hf_folder(flag, out_dir, model, overwrite=False, inputs=None):
+    """Write the model (net, config, vocab, labels) that `read_model_to_export` read as
+    the Hugging Face folder `out_dir` (`to_huggingface`), as `run.folder.
+    folder_written_whole` writes a folder (flag: what errors name); returns its
+    architecture, as its config.json names it ('BertForPreTraining', ...)."""
+    net, config, vocab, labels = model
+    with folder_written_whole(flag, out_dir, overwrite, inputs or {}) as tmp:
+        to_huggingface(net, config, vocab, tmp, labels)
+        with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
+            architecture = json.load(f)['architectures'][0]
+    return architecture
 
 
 def read_model_to_export(path):
@@ -113,10 +130,12 @@ def read_model_to_export(path):
     return (net, config, vocab, None), folder
 
 
-def convert_task_model_to_hf(model_dir, out_dir):
+def convert_task_model_to_hf(model_dir, out_dir, overwrite=False):
     """A fine-tuned model folder (`d2lbert finetune`'s OUT/model, or one of its
     checkpoints) -> a Hugging Face `BertForSequenceClassification`,
     `BertForTokenClassification` or `BertForQuestionAnswering` directory, the task's
-    labels as its id2label."""
+    labels as its id2label; written as `convert_to_hf` writes it."""
     net, config, vocab, info = load_task_model(model_dir)
-    to_huggingface(net, config, vocab, out_dir, labels=info.labels)
+    with as_library_errors():
+        write_hf_folder('out_dir', out_dir, (net, config, vocab, info.labels), overwrite,
+                        {'model_dir': model_dir})
