@@ -300,9 +300,9 @@ def hostile_model(models, tmp_path, case):
     folder = tmp_path / case
     shutil.copytree(models['folder'], folder)
     name, _, value = case.partition('=')
-    if name == 'truncated':
-        params = folder / 'model.params'
-        params.write_bytes(params.read_bytes()[:params.stat().st_size // 2])
+    if name.startswith('truncated'):
+        cut = folder / ('vocab.json' if name == 'truncated-vocab' else 'model.params')
+        cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 2])
     else:
         config = json.loads((folder / 'config.json').read_text())
         config[name] = json.loads(value)
@@ -311,9 +311,10 @@ def hostile_model(models, tmp_path, case):
 
 
 @pytest.mark.parametrize('manifest', [True, False])
-@pytest.mark.parametrize('case', ['truncated', 'num_layers=-1', 'num_layers=1000000000',
-                                  'vocab_size=-5', 'vocab_size=1000000000000',
-                                  'num_heads=0', 'num_hiddens="wide"', 'num_layers=5'])
+@pytest.mark.parametrize('case', ['truncated', 'truncated-vocab', 'num_layers=-1',
+                                  'num_layers=1000000000', 'vocab_size=-5',
+                                  'vocab_size=1000000000000', 'num_heads=0',
+                                  'num_hiddens="wide"', 'num_layers=5', 'vocab_size=10'])
 @pytest.mark.parametrize('face', FACES)
 def test_a_hostile_model_is_one_clear_error_and_nothing_written(face, case, manifest,
                                                                 models, tmp_path, capsys,
@@ -327,6 +328,8 @@ def test_a_hostile_model_is_one_clear_error_and_nothing_written(face, case, mani
     named = 'config.json'  # what the manifest, or the config's check, finds wrong
     if case == 'truncated' or (case == 'num_layers=5' and not manifest):
         named = 'model.params'  # (5 layers is a config: the parameters do not fit it)
+    if case == 'truncated-vocab' or (case == 'vocab_size=10' and not manifest):
+        named = 'vocab.json'  # (64 tokens: ids past the 10 embeddings)
     if face == 'command':
         code, _, err = run_main(['encode', '--model', folder, '--data', 'texts.txt',
                                  '--out', 'vectors.npy'], capsys)
@@ -433,3 +436,14 @@ def test_encode_texts_takes_any_iterable_of_texts(models):
     streamed = d2lbert.encode_texts(net, vocab, (text for text in ['w1', 'w2 w3']))
     onp.testing.assert_array_equal(listed, streamed)
     assert d2lbert.encode_texts(net, vocab, []).shape == (0, 32)
+
+
+def test_save_pretrained_takes_a_path_and_refuses_what_is_none(models, tmp_path):
+    """A pathlib.Path is a folder's path, as for `open`; '' or a number is a TypeError
+    naming `folder`, nothing written."""
+    folder = d2lbert.save_pretrained(models['other'], models['vocab'], tmp_path / 'model')
+    assert folder == str(tmp_path / 'model') and 'config.json' in listing(folder)
+    for wrong in ('', 3, None):
+        with pytest.raises(TypeError, match='folder must be'):
+            d2lbert.save_pretrained(models['other'], models['vocab'], wrong)
+    assert listing(tmp_path) == ['model']

@@ -14,10 +14,9 @@ import dataclasses
 import json
 import os
 
-from ..data.vocab_files import load_vocab
 from ..finetuning.task_model import is_task_model, load_task_model
 from ..model import BERTModel
-from ..run.checkpoint import load_parameters, read_config
+from ..run.checkpoint import load_parameters, read_config_and_vocab
 from ..run.errors import as_library_errors
 from ..run.folder import folder_written_whole, write_model_folder
 from ..run.models import model_folder, model_step
@@ -83,8 +82,7 @@ def write_hf_model(flag, out_dir, model, overwrite=False, inputs=None):
 
 def load_model_dir(model_dir):
     """(net, vocab, config) of a d2lbert model directory."""
-    config = read_config(model_dir)
-    vocab = load_vocab(model_dir)
+    config, vocab = read_config_and_vocab(model_dir)
     net = load_parameters(BERTModel.from_config(config), model_dir)
     return net, vocab, config
 

@@ -25,7 +25,6 @@ import mxnet as mx
 from mxnet import np
 
 
-from ..data.vocab_files import load_vocab
 from ..finetuning.task_model import TASK_FILE, load_task_model, task_info_of
 from ..model import BERTModel
 from ..run import checkpoint as ckpt
@@ -105,7 +104,7 @@ def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
             net, _, vocab, _ = load_task_model(checkpoint)
         else:  # a checkpoint, or a model folder with its manifest (`save_pretrained`)
             ckpt.verify_checkpoint(checkpoint)
-            config, vocab = ckpt.read_config(checkpoint), load_vocab(checkpoint)
+            config, vocab = ckpt.read_config_and_vocab(checkpoint)
             net = ckpt.load_parameters(BERTModel.from_config(config), checkpoint)
     net.collect_params().reset_ctx(ctx or mx.cpu())
     return net, vocab
@@ -135,15 +134,15 @@ def save_pretrained(net, vocab, folder: str, labels: Optional[Sequence[str]] = N
         d2lbert.save_pretrained(classifier, vocab, 'my-classifier')
         classifier, vocab = d2lbert.load_pretrained('my-classifier')
     """
-    if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder) \
-            or not isinstance(os.fspath(folder), str):
+    path = os.fspath(folder) if isinstance(folder, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path:
         raise TypeError(f'folder must be the path of a folder to write (a str), got '
                         f'{folder!r}')
     json_files = None
     if not isinstance(net, BERTModel):
         json_files = {TASK_FILE: task_info_of(net, labels).to_dict()}
     with as_library_errors():
-        return write_model_folder('folder', os.fspath(folder), net, net.config, vocab, overwrite,
+        return write_model_folder('folder', path, net, net.config, vocab, overwrite,
                                   json_files=json_files)
 
 
