@@ -323,10 +323,9 @@ def add_convert_parser(subparsers):
 def run_convert(args):
     """The folder --out is written whole in a temporary folder beside it, then put in
     place: new or empty (or replaced whole with --overwrite), never holding an input."""
-    import json
-    from .interop.convert import read_hf_model, read_model_to_export, write_model_dir
-    from .interop.huggingface import PickleRefused, to_huggingface
-    from .run.folder import folder_written_whole
+    from .interop.convert import (read_hf_model, read_model_to_export, write_hf_folder,
+                                  write_hf_model)
+    from .interop.huggingface import PickleRefused
     from .run.models import model_step
     args = ConvertOptions.from_arguments(args)
     source_flag = '--from-hf' if args.from_hf is not None else '--to-hf'
@@ -335,29 +334,26 @@ def run_convert(args):
         if args.from_hf:
             model = read_hf_model(source, args.allow_pickle)
         else:
-            (net, config, vocab, labels), folder = read_model_to_export(source)
+            model, folder = read_model_to_export(source)
     except PickleRefused as error:
         raise ValueError(f'{source_flag} {source}: {error.path} is a pickle, and loading a '
                          'pickle can run arbitrary code: pass --allow-pickle if you trust '
                          'it') from None
     except (OSError, ValueError) as error:
         raise ValueError(f'{source_flag} {source}: {error}') from None
-    with folder_written_whole('--out', args.out, args.overwrite, {source_flag: source}) as tmp:
-        if args.from_hf:
-            missing = write_model_dir(tmp, *model)
-        else:
-            to_huggingface(net, config, vocab, tmp, labels)
-            step = model_step(folder)
-            with open(os.path.join(tmp, 'config.json'), encoding='utf-8') as f:
-                architecture = json.load(f)['architectures'][0]
-    if args.from_hf:
+    if args.from_hf:  # written as `save_pretrained` writes a model folder
+        missing = write_hf_model('--out', args.out, model, args.overwrite,
+                                 {source_flag: source})
         note = f' (missing heads, left randomly initialized: {", ".join(missing)})' \
             if missing else ''
         print(f'wrote d2lbert model folder {args.out}{note}')
-    else:
-        at_step = '' if step is None else f' (step {step})'
-        print(f'wrote Hugging Face BERT folder {args.out} from {folder}{at_step}: '
-              f'transformers.{architecture}.from_pretrained loads it')
+        return
+    architecture = write_hf_folder('--out', args.out, model, args.overwrite,
+                                   {source_flag: source})  # as `convert_to_hf` writes it
+    step = model_step(folder)
+    at_step = '' if step is None else f' (step {step})'
+    print(f'wrote Hugging Face BERT folder {args.out} from {folder}{at_step}: '
+          f'transformers.{architecture}.from_pretrained loads it')
 
 
 def add_bench_parser(subparsers):

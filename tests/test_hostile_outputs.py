@@ -122,8 +122,8 @@ def test_convert_checks_its_lock_again_before_the_swap(workspace, tmp_path, caps
     """A second convert into the same new --out waits for no one: the first one's lock
     is taken from it while it writes (as a racing process would); it then refuses to
     put its folder in place."""
-    import d2lbert.interop.huggingface as huggingface
-    to_huggingface = huggingface.to_huggingface
+    import d2lbert.interop.convert as convert
+    to_huggingface = convert.to_huggingface
     out = tmp_path / 'hf'
 
     def racing(*args):
@@ -131,7 +131,7 @@ def test_convert_checks_its_lock_again_before_the_swap(workspace, tmp_path, caps
         (out / '.lock').write_text('1\n')  # another live process (init) holds it now
         (out / 'theirs.txt').write_text('the other process\n')
         return result
-    monkeypatch.setattr(huggingface, 'to_huggingface', racing)
+    monkeypatch.setattr(convert, 'to_huggingface', racing)
     code, _, err = run_main(['convert', '--to-hf', workspace['run'], '--out', out], capsys)
     one_line_error(code, err)
     assert (out / 'theirs.txt').read_text() == 'the other process\n'
@@ -255,12 +255,12 @@ def test_leftover_temporary_folders_are_swept(workspace, tmp_path, capsys):
 
 
 def test_a_failed_convert_leaves_nothing(workspace, tmp_path, capsys, monkeypatch):
-    import d2lbert.interop.huggingface as huggingface
+    import d2lbert.interop.convert as convert
 
     def failing(net, config, vocab, folder, labels):
         (open(os.path.join(folder, 'model.safetensors'), 'wb')).close()
         raise OSError(28, 'No space left on device', os.path.join(folder, 'config.json'))
-    monkeypatch.setattr(huggingface, 'to_huggingface', failing)
+    monkeypatch.setattr(convert, 'to_huggingface', failing)
     code, _, err = run_main(['convert', '--to-hf', workspace['run'], '--out',
                              tmp_path / 'hf'], capsys)
     one_line_error(code, err, expected_code=3)

@@ -289,10 +289,11 @@ def test_options_of_a_task_keep_their_defaults_and_values(task, given):
 # "pass x=": how an error of the Python API reads, never what a command should print.
 PYTHON_ARGUMENT = r"(?<![-\w])[a-z][a-z_]*=(?!=)|\b[a-z_]+\((?:'|\w+=)|pass [a-z_]+="
 # Messages of the Python API alone (no command reaches them), and one that describes a
-# call rather than advising one.
+# call rather than advising one. 'overwrite=True': `run.files.overwrite_named`, how a
+# message shared by a command and a library call names the library's argument.
 API_ONLY = ('pass allow_pickle=True if you trust it', 'torch.load(weights_only=True)',
             'max_len={}', 'seq_len={}', 'pass labels=None', 'max_query_len={}',
-            'pass overwrite=True to replace it whole')
+            'overwrite=True')
 # Not messages: reprs, an ssh host file's field, code bench runs in a subprocess.
 NOT_MESSAGES = ('Vocab(size=', 'WordPieceVocab(size=', 'lowercase={}', 'slots=',
                 'import mxnet as mx; ')

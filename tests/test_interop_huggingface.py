@@ -160,7 +160,7 @@ def test_pickled_checkpoint_needs_allow_pickle(hf_model, hf_dir):
 def test_convert_round_trip(hf_model, hf_dir, tmp_path):
     convert_from_hf(hf_dir, str(tmp_path / 'd2lbert'))
     assert sorted(os.listdir(tmp_path / 'd2lbert')) == [
-        'config.json', 'model.params', 'tokenizer_config.json', 'vocab.txt']
+        'config.json', 'manifest.json', 'model.params', 'tokenizer_config.json', 'vocab.txt']
     net, vocab, _ = load_model_dir(str(tmp_path / 'd2lbert'))
     assert vocab.idx_to_token == TOKENS
     assert_same_outputs(net, hf_model, len(TOKENS))

@@ -9,6 +9,9 @@ A file is read as *documents*, each a list of *texts*:
   row's ``text_column`` (``--text-column``, default ``text``) is one text and
   a document of its own; blank values are skipped.
 
+``encode --data`` reads a file otherwise (:func:`texts_by_row`): every line, or every
+row's value, is a text, a blank one too, so that its vector i is that of line (row) i.
+
 Without ``--valid``, the last 5% of a file's documents (at least one) are held
 out (:func:`split_held_out`): a tail, not a random sample, so that the text
 held out is a different stretch of the file. A file of related rows still
@@ -20,7 +23,7 @@ import dataclasses
 import os
 
 from .corpus import (document_breaks, guess_file_format, is_wikitext_name, read_paragraphs,
-                     text_layout)
+                     read_utf8_lines, text_layout)
 from .tasks.custom import FILE_FORMATS, file_records
 from .tasks.tables import line_error
 
@@ -132,16 +135,47 @@ def all_documents(source, lowercase):
         yield from read_paragraphs(source.path, source.file_format, lowercase, 1)
         return
     for line_number, record in file_records(source.path, source.file_format):
-        if source.text_column not in record:
-            raise line_error(source.path, line_number, f'no column '
-                             f'{source.text_column!r} (it has {sorted(record)}): name the '
-                             "text's column with --text-column")
-        value = record[source.text_column]
-        if value is not None and not isinstance(value, str):
-            raise line_error(source.path, line_number,
-                             f'{source.text_column!r} is {value!r}, not a text')
-        if value and value.strip():
+        value = table_text(source, line_number, record)
+        if value.strip():
             yield [value.strip().lower() if lowercase else value.strip()]
+
+
+def table_text(source, line_number, record):
+    """The text of a table's row: its ``text_column``, '' for an empty value (a JSON
+    null); a ValueError naming the file and line for a missing column or a value that
+    is not text."""
+    if source.text_column not in record:
+        raise line_error(source.path, line_number, f'no column '
+                         f'{source.text_column!r} (it has {sorted(record)}): name the '
+                         "text's column with --text-column")
+    value = record[source.text_column]
+    if value is not None and not isinstance(value, str):
+        raise line_error(source.path, line_number,
+                         f'{source.text_column!r} is {value!r}, not a text')
+    return value or ''
+
+
+def texts_by_row(source):
+    """Yield the text of every line of a plain text file, or of every row of a table,
+    blank ones included (stripped, so as ''), as ``encode --data`` reads them: its
+    vector i is that of line (row) i. (`read_documents` skips blank lines, which
+    separate a corpus's documents.) A ValueError naming the file as for
+    `read_documents`."""
+    if not source.is_table:
+        for line in read_utf8_lines(source.path):
+            yield line.strip()
+        return
+    for line_number, record in file_records(source.path, source.file_format):
+        yield table_text(source, line_number, record).strip()
+
+
+def count_rows(source):
+    """How many texts `texts_by_row` yields (one pass over the file); a ValueError
+    naming the file if it has no line (no row) at all."""
+    rows = sum(1 for _ in texts_by_row(source))
+    if not rows:
+        raise ValueError(f'{source.path} holds no text (it is empty)')
+    return rows
 
 
 def count_texts(source, lowercase=True):

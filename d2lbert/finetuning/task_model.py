@@ -16,7 +16,6 @@ from typing import Optional, Tuple
 
 import mxnet as mx
 
-from ..data.vocab_files import load_vocab
 from ..model import (BERTClassifier, BERTForQuestionAnswering, BERTModel, BERTTagger,
                      MeanPooledClassifier)
 from ..run import checkpoint as ckpt
@@ -141,8 +140,7 @@ def load_task_model(folder, ctx=None):
     every file checked against its manifest; net on ctx (default CPU), not hybridized."""
     info = load_task_info(folder)
     ckpt.verify_checkpoint(folder)
-    config = ckpt.read_config(folder)
-    vocab = load_vocab(folder)
+    config, vocab = ckpt.read_config_and_vocab(folder)
     net = build_task_model(BERTModel.from_config(config), info)
     ckpt.load_parameters(net, folder, ctx or mx.cpu())
     return net, config, vocab, info

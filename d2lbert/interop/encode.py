@@ -6,7 +6,7 @@ import os
 
 from ..data.progress import TextProgress
 from ..data.tasks.encoding import tokenizer_for
-from ..data.text_sources import count_texts, is_table_file, read_documents, text_source
+from ..data.text_sources import count_rows, is_table_file, text_source, texts_by_row
 from ..model.sentence_encoder import POOLINGS
 from ..run.files import write_file_atomically
 from ..run.npy_rows import write_npy_rows
@@ -34,8 +34,8 @@ class EncodeOptions(Options):
     overwrite: bool = option(False, 'replace the file --save (--out) if it exists '
                              '(default: refuse)')
     data: str = option(None, 'a file of texts: one per line, or a .tsv, .csv or .jsonl '
-                       "table's --text-column; one vector per text to --out",
-                       text(optional=True))
+                       "table's --text-column; one vector per line (row) to --out, a "
+                       "blank one's too", text(optional=True))
     out: str = option(None, 'with --data: the .npy file to write, (texts, hidden size) '
                       'float32, row i the vector of text i', text(optional=True))
     text_column: str = option(None, "a table's column of texts", text(optional=True),
@@ -101,11 +101,12 @@ def unknown_words_line(vocab, words):
 
 def data_source(options):
     """The `TextSource` of --data: a table's --text-column, else one text per line;
-    and how many texts it holds (one pass over the file), errors naming --data."""
+    and how many texts it holds, one per line (row), blank ones included (one pass
+    over the file), errors naming --data."""
     try:
         source = text_source(options.data, line_by_line=True,
                              text_column=options.text_column)
-        return source, count_texts(source, lowercase=False).texts
+        return source, count_rows(source)
     except ValueError as error:
         raise ValueError(f'--data: {error}') from None
 
@@ -123,21 +124,22 @@ def encoding_choices(options, net):
 
 
 def encode_file(options, net, vocab):
-    """Write the vectors of the texts of --data to --out (see `EncodeOptions`), whole or
-    not at all, the texts streamed; a progress line on stderr every few seconds.
-    Returns (number of texts, hidden size, pooling)."""
-    from .sentence_vectors import sentence_encoder, vectors_in_chunks  # the fast path
+    """Write the vectors of the texts of --data to --out (see `EncodeOptions`): the
+    core of `encode_texts` (`text_vectors`), its chunks streamed to the .npy file,
+    whole or not at all; row i is the vector of line (row) i, a blank one's too. A
+    progress line on stderr every few seconds. Returns (number of texts, hidden size,
+    pooling)."""
+    from .sentence_vectors import text_vectors  # the fast path
     source, count = data_source(options)
     pooling, max_len = encoding_choices(options, net)
-    model = sentence_encoder(net, pooling, options.normalize, options.precision)
     progress = TextProgress(options.data, 'encoding', count)
-    texts = (text for document in read_documents(source, lowercase=False)
-             for text in document)
+    vectors = text_vectors(net, vocab, texts_by_row(source), pooling, options.batch_size,
+                           options.normalize, max_len, options.precision)
 
     def chunks():
-        for vectors in vectors_in_chunks(model, vocab, texts, options.batch_size, max_len):
-            progress.advance(len(vectors))
-            yield vectors
+        for rows in vectors:
+            progress.advance(len(rows))
+            yield rows
         progress.finish()
     shape = (count, net.encoder.num_hiddens)
     write_file_atomically('--out', options.out, lambda f: write_npy_rows(f, chunks(), shape),

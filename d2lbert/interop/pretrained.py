@@ -25,12 +25,11 @@ import mxnet as mx
 from mxnet import np
 
 
-from ..data.vocab_files import load_vocab
-from ..finetuning.task_model import TASK_FILE, load_task_model, save_task_model, task_info_of
+from ..finetuning.task_model import TASK_FILE, load_task_model, task_info_of
 from ..model import BERTModel
 from ..run import checkpoint as ckpt
-from ..run.files import check_output
-from ..run.folder import holds_files
+from ..run.errors import as_library_errors
+from ..run.folder import write_model_folder
 from ..run.models import model_folder
 from ..util.numpy_mode import in_numpy_mode
 from ..util.hashing import sha1_of_file, sha1_of_strings
@@ -105,7 +104,7 @@ def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
             net, _, vocab, _ = load_task_model(checkpoint)
         else:  # a checkpoint, or a model folder with its manifest (`save_pretrained`)
             ckpt.verify_checkpoint(checkpoint)
-            config, vocab = ckpt.read_config(checkpoint), load_vocab(checkpoint)
+            config, vocab = ckpt.read_config_and_vocab(checkpoint)
             net = ckpt.load_parameters(BERTModel.from_config(config), checkpoint)
     net.collect_params().reset_ctx(ctx or mx.cpu())
     return net, vocab
@@ -115,27 +114,36 @@ def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
 def save_pretrained(net, vocab, folder: str, labels: Optional[Sequence[str]] = None,
                     overwrite: bool = False) -> str:
     """Write net and its vocabulary to `folder`, for `load_pretrained(folder)` to read
-    back with identical outputs; returns the folder.
+    back with identical outputs; returns the folder. It is written as `d2lbert convert
+    --from-hf` writes its --out, by the same function (`run.folder.write_model_folder`).
 
     net: a `BERTModel`, or a task model built on one (`BERTClassifier`,
         `MeanPooledClassifier`, `BERTTagger`, `BERTForQuestionAnswering`), initialized.
     vocab: its `Vocab` or `WordPieceVocab`.
-    folder: a new or empty folder (with overwrite=True, one whose files it replaces
-        whole); never written through a link. The folder is written atomically: after
-        a crash it is the old folder or the new one.
+    folder: a new or empty folder; with overwrite=True, one whose files it replaces
+        whole (a model saved before). Written whole, in a temporary folder beside it
+        that then takes its place: after a crash it is the old folder or the new one.
+        A ValueError naming `folder`, and nothing touched, for a file, a symbolic link
+        (however spelled: 'link/', 'dir/../link'), a device, the current folder or
+        one holding it, a folder holding files (without overwrite), or one that
+        another live process holds (a `d2lbert pretrain` writing there); an OSError
+        if the write fails (a full disk), the folder as it was.
     labels: a task model's class names or tags in id order (default '0', '1', ...),
         which `d2lbert predict` writes.
 
         d2lbert.save_pretrained(classifier, vocab, 'my-classifier')
         classifier, vocab = d2lbert.load_pretrained('my-classifier')
     """
-    folder = check_output('folder', folder, {})
-    if not overwrite and holds_files(folder):
-        raise ValueError(f'{folder} holds files; choose a new or empty folder, or pass '
-                         'overwrite=True to replace it whole')
-    if isinstance(net, BERTModel):
-        return ckpt.save_model_folder(folder, net, net.config, vocab)
-    return save_task_model(folder, net, net.config, vocab, task_info_of(net, labels))
+    path = os.fspath(folder) if isinstance(folder, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path:
+        raise TypeError(f'folder must be the path of a folder to write (a str), got '
+                        f'{folder!r}')
+    json_files = None
+    if not isinstance(net, BERTModel):
+        json_files = {TASK_FILE: task_info_of(net, labels).to_dict()}
+    with as_library_errors():
+        return write_model_folder('folder', path, net, net.config, vocab, overwrite,
+                                  json_files=json_files)
 
 
 def model_source(path_or_name):

@@ -1,4 +1,5 @@
-"""One vector per text, for many texts: `encode_texts`, and `d2lbert encode --data`.
+"""One vector per text, for many texts: `encode_texts`, and `d2lbert encode --data`
+(both `text_vectors`, so row i is text i's vector in both, a blank text's too).
 
     net, vocab = d2lbert.load_pretrained('all-MiniLM-L6-v2/')   # a Hugging Face folder
     vectors = encode_texts(net, vocab, ['A man is eating.', 'Someone eats.'],
@@ -37,7 +38,10 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
     net, vocab: a pretrained BERT (`load_pretrained`); net's blocks are switched to the
       fast path and its matrix products to `precision` ('fp32', or 'bf16' on a CPU with
       avx512_bf16 or AMX: `sentence_encoder`), in place (the same parameters)
-    texts: a list (or any iterable) of str
+    texts: a list (or any iterable) of str, one row each, a blank text too (its vector
+      is that of `<cls> <sep>`, as sentence-transformers gives it); a str alone is
+      refused (TypeError naming `texts`: it would be read as its characters), as is
+      an item that is not a str
     pooling: 'mean' (of each text's token encodings) or 'cls' (`<cls>`'s encoding);
       normalize: each vector divided by its length (`model.SentenceEncoder`)
     max_len: the most tokens of a text, `<cls>` and `<sep>` included (default: the
@@ -49,11 +53,44 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
                                        normalize=True)      # (2, 384)
         vectors[0] @ vectors[1]                             # their cosine similarity
     """
-    model = sentence_encoder(net, pooling, normalize, precision)
-    chunks = list(vectors_in_chunks(model, vocab, texts, batch_size, max_len))
+    chunks = list(text_vectors(net, vocab, texts, pooling, batch_size, normalize, max_len,
+                               precision))
     if not chunks:
         return onp.zeros((0, net.encoder.num_hiddens), dtype='float32')
     return onp.concatenate(chunks)
+
+
+def text_vectors(net, vocab, texts, pooling='mean', batch_size=64, normalize=False,
+                 max_len=None, precision='fp32'):
+    """The vectors of `texts` (as `encode_texts` takes them), chunk by chunk: an
+    iterator of float32 NumPy arrays (chunk_size, num_hiddens), one row per text in
+    order (`vectors_in_chunks`). The core of `encode_texts` and of `d2lbert encode
+    --data`, which streams the chunks to its .npy file."""
+    texts = checked_texts(texts)
+    model = sentence_encoder(net, pooling, normalize, precision)
+    return vectors_in_chunks(model, vocab, texts, batch_size, max_len)
+
+
+def checked_texts(texts):
+    """`texts` read as it goes, each item checked: a TypeError naming `texts` for a str
+    (or bytes) given whole, which would be read as its characters, for something not
+    iterable, or (when it is reached) for an item that is not a str."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f'texts must be a list (or an iterable) of str, got one '
+                        f'{type(texts).__name__} ({texts[:40]!r}); for one text, pass '
+                        '[text]')
+    try:
+        items = iter(texts)
+    except TypeError:
+        raise TypeError(f'texts must be a list (or an iterable) of str, got '
+                        f'{type(texts).__name__}') from None
+    return (checked_text(index, text) for index, text in enumerate(items))
+
+
+def checked_text(index, text):
+    if not isinstance(text, str):
+        raise TypeError(f'texts[{index}] is {text!r} ({type(text).__name__}), not a str')
+    return text
 
 
 def sentence_encoder(net, pooling='mean', normalize=False, precision='fp32'):

@@ -20,7 +20,7 @@ import tempfile
 
 import mxnet as mx
 
-from ..data.vocab_files import load_vocab, save_vocab
+from ..data.vocab_files import VOCAB_JSON, VOCAB_TXT, load_vocab, save_vocab
 from ..model import BERTConfig
 from ..util.hashing import sha1_of_file
 from .files import disk_fault, make_readable, replace_folder, written_as_os_errors
@@ -141,6 +141,25 @@ def read_config(folder):
         raise CheckpointError(str(error)) from None
 
 
+def read_config_and_vocab(folder):
+    """(config, vocab) of a model folder: `read_config`, and its vocabulary
+    (`data.vocab_files.load_vocab`); a CheckpointError naming the vocabulary's file if it
+    is not readable, or holds more tokens than the model has embeddings (config.json's
+    vocab_size: an id past them would index no row)."""
+    config = read_config(folder)
+    name = VOCAB_JSON if os.path.isfile(os.path.join(folder, VOCAB_JSON)) else VOCAB_TXT
+    path = os.path.join(folder, name)
+    try:
+        vocab = load_vocab(folder)
+    except (KeyError, TypeError, ValueError) as error:  # not JSON, not a Vocab's fields
+        raise CheckpointError(f'{path} is not a readable vocabulary ({type(error).__name__}: '
+                              f'{error})') from None
+    if len(vocab) > config.vocab_size:
+        raise CheckpointError(f'{path} holds {len(vocab)} tokens, more than the '
+                              f'{config.vocab_size} of {folder}/config.json (vocab_size)')
+    return config, vocab
+
+
 # MXNet's parameter file: a list header, then per array a header (magic, storage type,
 # shape, device, dtype) and its data, then the names (src/ndarray/ndarray.cc, Save).
 _LIST_MAGIC, _ARRAY_MAGICS, _DENSE = 0x112, (0xF993FAC9, 0xF993FACA), 0
@@ -186,6 +205,7 @@ def load_parameters(net, folder, ctx=None):
     except (mx.base.MXNetError, AssertionError, ValueError) as error:
         reason = str(error).strip().splitlines()
         reason = next((line for line in reversed(reason) if line.strip()), type(error).__name__)
+        reason = reason.split(', which contains parameters')[0]  # not the list of them all
         raise CheckpointError(f'{path} is corrupt or does not fit {folder}/config.json '
                               f'({reason.strip()})') from None
     check_finite(net, path)
@@ -204,7 +224,7 @@ def check_finite(net, source):
 def read_checkpoint_meta(checkpoint):
     """(config, vocab, state) of a verified checkpoint."""
     verify_checkpoint(checkpoint)
-    config, vocab = read_config(checkpoint), load_vocab(checkpoint)
+    config, vocab = read_config_and_vocab(checkpoint)
     with open(os.path.join(checkpoint, 'state.json')) as f:
         state = json.load(f)
     return config, vocab, state

@@ -227,14 +227,21 @@ def write_file_atomically(flag, path, write, binary=False, overwrite=True):
     return path
 
 
+def overwrite_named(flag):
+    """How the caller asks to replace an output: '--overwrite' for a command's flag
+    ('--out'), 'overwrite=True' for a library call's argument ('folder')."""
+    return '--overwrite' if flag.startswith('--') else 'overwrite=True'
+
+
 def check_replaceable(flag, out):
-    """--overwrite never replaces the root, the home folder or a folder holding the
-    current one (a slip such as `--out . --overwrite` would delete the user's work)."""
+    """An output folder that is replaced whole is never the root, the home folder or a
+    folder holding the current one (a slip such as `--out . --overwrite` would delete
+    the user's work)."""
     for name, folder in (('the current folder', os.getcwd()),
                          ('your home folder', os.path.expanduser('~'))):
         if is_within(folder, out):
-            raise RunError(f'{flag} {out} --overwrite would delete {name}: choose a folder '
-                           'of its own (nothing was touched)')
+            raise RunError(f'{flag} {out} would be replaced whole, which would delete '
+                           f'{name}: choose a folder of its own (nothing was touched)')
 
 
 def exchange(first, second):

@@ -14,6 +14,8 @@ a start that fails before leaves nothing that would refuse the corrected rerun.
 
 `folder_written_whole` does the same for a folder written at once (`convert`, SQuAD
 `predict`): locked too, written beside it, checked again and swapped in at the end.
+`write_model_folder` writes a model folder so, for `convert --from-hf` and for the
+library's `save_pretrained` alike.
 """
 import atexit
 import contextlib
@@ -28,9 +30,9 @@ import tempfile
 from . import checkpoint as ckpt
 from .errors import RunError, RunFault
 from .files import (OUR_TEMPORARIES, check_output, check_replaceable, check_target,
-                    is_disk_full, is_within, make_readable, process_alive, remove_leftovers,
-                    replace_folder, sweep_temporaries, temporary_prefix,
-                    write_file_atomically)
+                    is_disk_full, is_within, make_readable, overwrite_named, process_alive,
+                    remove_leftovers, replace_folder, sweep_temporaries, temporary_prefix,
+                    without_trailing_slashes, write_file_atomically)
 
 RUN_FILE = 'run.json'
 LOCK_FILE = '.lock'
@@ -118,9 +120,10 @@ def lock_holder(path):
         return None
 
 
-def lock_folder(out):
-    """Lock OUT for this process until it exits; refuse it while another live process
-    holds it, take over a lock left by a dead one.
+def lock_folder(out, flag='--out'):
+    """Lock OUT for this process until it exits; refuse it (naming `flag`, the command's
+    flag or the library call's argument) while another live process holds it, take
+    over a lock left by a dead one.
 
     The lock is `flock` on OUT/.lock (the system releases it when its process dies, so
     two processes never both take over a dead one's), which also holds the process id
@@ -144,9 +147,10 @@ def lock_folder(out):
         except BlockingIOError:
             os.close(handle)
             holder = lock_holder(path)
-            raise RunError(f'--out {out} is being written by '
+            raise RunError(f'{flag} {out} is being written by '
                            f'{"process " + str(holder) if holder else "another process"} '
-                           f'(its lock {path}); wait for it or choose another --out') from None
+                           f'(its lock {path}); wait for it or choose another {flag} '
+                           '(nothing was touched)') from None
         os.ftruncate(handle, 0)
         os.pwrite(handle, f'{os.getpid()}\n'.encode(), 0)
         HELD_LOCKS[path] = handle
@@ -174,33 +178,44 @@ def holds_files(out):
     return os.path.isdir(out) and bool(set(os.listdir(out)) - {LOCK_FILE})
 
 
+def refused_holding_files(flag, out):
+    return RunError(f'{flag} {out} already holds files; choose a new or empty folder or '
+                    f'pass {overwrite_named(flag)} to replace it whole (nothing was '
+                    'touched)')
+
+
 @contextlib.contextmanager
 def folder_written_whole(flag, out, overwrite, inputs):
     """Yield a temporary folder beside `out` to write into; when the block ends without
     error it replaces `out`, which must be new or empty unless overwrite. `out` is locked
     (`lock_folder`) from the start to the swap, so a run writing there, or a second
-    command, is never replaced. inputs: as for `check_apart`.
+    command, is never replaced; it is never a file, nor the current folder or one
+    holding it (`check_replaceable`: the swap would replace it). flag: the command's
+    flag ('--out') or the library call's argument ('folder') that errors name.
+    inputs: as for `check_apart`.
 
     A failed write is a RunFault (exit code 3), `out` is left as it was and the
     temporary folder removed (or swept by the next command, after a kill)."""
     out = check_output(flag, out, inputs)
     if os.path.exists(out) and not os.path.isdir(out):
-        raise RunError(f'{flag} {out} is a file; give a folder to write')
+        raise RunError(f'{flag} {out} is a file; give a folder to write (nothing was '
+                       'touched)')
+    if holds_files(out) and not overwrite:
+        raise refused_holding_files(flag, out)
+    if os.path.isdir(out):
+        check_replaceable(flag, out)
     created = not os.path.exists(out)
     parent = os.path.dirname(os.path.abspath(out))
     try:
         os.makedirs(out, exist_ok=True)  # to hold the lock
-        lock = lock_folder(out)
+        lock = lock_folder(out, flag)
     except OSError as error:
         fault = RunFault if is_disk_full(error) else RunError
         raise fault(f'{flag} {out}: cannot write in {parent} ({error.strerror})') from None
     finished = False
     try:
-        if holds_files(out) and not overwrite:
-            raise RunError(f'{flag} {out} already holds files; choose a new or empty folder '
-                           'or pass --overwrite to replace it whole (nothing was touched)')
-        if holds_files(out):
-            check_replaceable(flag, out)
+        if holds_files(out) and not overwrite:  # files came before the lock was taken
+            raise refused_holding_files(flag, out)
         sweep_temporaries(parent)
         with written_beside(flag, out, parent) as tmp:
             yield tmp
@@ -239,6 +254,20 @@ def written_beside(flag, out, parent):
                        'was') from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_model_folder(flag, folder, net, config, vocab, overwrite=False, inputs=None,
+                       json_files=None):
+    """Write the model folder `folder` (`checkpoint.write_model_files`: config.json, the
+    vocabulary, model.params, each {name: value} of json_files as JSON, manifest.json)
+    as `folder_written_whole` writes a folder: whole or not at all, never through a
+    link, over a file, an input ({flag: path} inputs) or the current folder, nor into
+    one that holds files (unless overwrite: then replaced whole) or that another live
+    process holds. flag: what errors name ('--out', or 'folder' for `save_pretrained`).
+    Returns the folder (without trailing slashes)."""
+    with folder_written_whole(flag, folder, overwrite, inputs or {}) as tmp:
+        ckpt.write_model_files(tmp, net, config, vocab, json_files=json_files)
+    return without_trailing_slashes(folder)
 
 
 def empty_folder(out):
