@@ -86,3 +86,8 @@ def test_the_readmes_book_paragraph_says_where_and_what_it_needs():
                    '_build/d2lbook-venv/'):
         assert folder in section, folder
     assert 'pandoc' in section and '--setup' in section
+
+
+def test_the_readme_stays_a_front_page():
+    """Under 300 lines: what a new user needs first; the detail lives in docs/."""
+    assert len(read('README.md').splitlines()) < 300
