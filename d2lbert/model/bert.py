@@ -9,8 +9,8 @@ from .heads import MaskLMDecoder, NextSentenceClassifier
 
 
 class BERTWithHeads(nn.HybridBlock):
-    """What `BERTModel` adds to the network it defines: `from_config`, the checks of every
-    call's inputs and `pooled_output`."""
+    """The plumbing of `BERTModel`: `from_config`, the checks of every call's inputs,
+    `pooled_output`."""
     @classmethod
     def from_config(cls, config):
         """Build the model a `BERTConfig` (or a dict of its fields) describes."""
