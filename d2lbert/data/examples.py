@@ -97,10 +97,7 @@ def pair_first_sentences(corpus):
 
 
 def choose_second_sentences(first, corpus, sentence_paragraphs, rng):
-    """NSP: the true next sentence or one from another paragraph, 50/50.
-
-    Returns ``(second, is_next)``, int64 and int32 arrays like ``first``.
-    """
+    """(second, is_next) like first: the next sentence or one of another paragraph, 50/50."""
     is_next = rng.random(len(first)) < 0.5
     paragraph = sentence_paragraphs[first]
     paragraph_start = corpus.paragraph_offsets[paragraph]

@@ -188,34 +188,7 @@ def _no_pairs_message(path, min_texts):
 def load_data_wiki(batch_size, max_len, data=None, split='train', vocab=None,
                    num_workers=0, seed=0, shuffle=True, bucket_step=16,
                    last_batch='keep', base_url=None, **options):
-    """Batches for BERT pretraining, and the vocabulary (like the book's).
-
-    Args:
-        batch_size: examples per batch.
-        max_len: the longest sequence, ``<cls> a <sep> b <sep>`` included.
-        data: ``None``/``'bundled'``, ``'wikitext-2'``, ``'wikitext-103'``,
-            a directory with ``wiki.{split}.tokens`` or a text file
-            (see :func:`corpus_file`).
-        split: ``'train'``, ``'valid'`` or ``'test'``.
-        vocab: reuse a :class:`Vocab` (e.g. the training split's).
-        num_workers: processes building examples; does not change them.
-        seed: fixes the sentence pairs, the masks and the batch order.
-        shuffle, bucket_step, last_batch: see :class:`PretrainingBatches`.
-        base_url: mirror for the WikiText downloads.
-        options: ``min_freq`` (5), ``file_format``, ``lowercase``,
-            ``mask_prob``, ``mask_token_prob``, ``random_token_prob``,
-            ``dynamic_masking`` (False; True draws new masks every epoch).
-    Returns:
-        ``(data_iter, vocab)``; ``data_iter`` is a :class:`PretrainingBatches`
-        whose batches are ``(tokens, segments, valid_lens, pred_positions,
-        mlm_weights, mlm_labels, nsp_labels)``: (batch_size, seq_len) ids,
-        (batch_size,) lengths, (batch_size, num_preds) positions, weights and
-        labels, (batch_size,) next-sentence labels.
-
-        data_iter, vocab = load_data_wiki(batch_size=512, max_len=64)
-        for batch in data_iter:
-            tokens, segments, valid_lens = batch[:3]
-    """
+    """(data_iter, vocab) like the d2l book's; batches are its 7-tuple (docs/inputs.md)."""
     path = corpus_file(data, split, base_url)
     examples = build_pretraining_examples(path, max_len, seed, vocab,
                                           num_workers=num_workers, **options)

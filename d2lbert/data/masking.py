@@ -55,16 +55,7 @@ def num_predictions(num_candidates, mask_prob=0.15):
 
 def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
                 mask_prob=0.15, mask_token_prob=0.8, random_token_prob=0.1):
-    """Choose prediction positions and corrupt the input, as described above.
-
-    Args:
-        token_ids: int array (num_tokens,), the sequences back to back.
-        lengths: int array (num_sequences,), every length >= 1.
-        rng: a ``numpy.random.Generator``; the only source of randomness.
-        vocab_size, num_reserved, mask_id: from the vocabulary.
-    Returns:
-        a :class:`MaskedTokens`.
-    """
+    """`MaskedTokens` of sequences (num_tokens,) back to back with lengths (num_sequences,)."""
     if vocab_size <= num_reserved:
         raise ValueError('the vocabulary has no non-special token to predict '
                          '(is min_freq too large for this corpus?)')
@@ -82,18 +73,7 @@ def mask_tokens(token_ids, lengths, rng, vocab_size, num_reserved, mask_id,
 
 
 def choose_targets(is_candidate, lengths, num_preds, rng):
-    """A uniform random choice of ``num_preds[i]`` candidates in every sequence i.
-
-    is_candidate: bool (num_tokens,), the sequences back to back.
-    lengths, num_preds: int (num_sequences,), with num_preds <= the candidates.
-    Returns int64 (sum(num_preds),): the flat indices of the chosen tokens, in
-    increasing order.
-
-    One sort does it for all sequences: the key of a token of sequence i is
-    ``i + u``, with u uniform in [0, 0.5) for a candidate and 0.75 otherwise.
-    Every sequence keeps its place, and inside it the candidates come first,
-    in random order; its first num_preds[i] tokens in that order are chosen.
-    """
+    """Sorted flat indices (sum(num_preds),) of num_preds[i] random candidates per sequence."""
     starts = offsets_from_lengths(lengths)[:-1]
     sort_key = row_ids(lengths) + np.where(
         is_candidate, 0.5 * rng.random(len(is_candidate)), 0.75)
@@ -168,13 +148,7 @@ def choose_whole_words(is_candidate, is_continuation, lengths, num_preds, rng):
 
 def corrupt(token_ids, chosen, rng, vocab_size, num_reserved, mask_id,
             mask_token_prob=0.8, random_token_prob=0.1):
-    """A copy of ``token_ids`` with every chosen token replaced by ``mask_id``
-    (probability mask_token_prob), by a random non-special token
-    (random_token_prob) or kept (the rest).
-
-    token_ids: int32 (num_tokens,); chosen: int (num_chosen,), flat indices.
-    Returns int32 (num_tokens,).
-    """
+    """A copy of token_ids (num_tokens,) with the chosen tokens masked, randomized or kept."""
     corrupted = token_ids.copy()
     action = rng.random(len(chosen))
     to_mask = action < mask_token_prob

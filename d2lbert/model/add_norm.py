@@ -3,15 +3,7 @@ from mxnet.gluon import nn
 
 
 class AddNorm(nn.LayerNorm):
-    """Residual connection, then layer normalization: LayerNorm(X + dropout(Y)).
-
-    forward(X, Y): X, Y (..., num_hiddens) -> (..., num_hiddens)
-      X: the block's input, Y: what its sublayer (attention or FFN) made of it.
-
-        add_norm = AddNorm(num_hiddens=4, dropout=0.5)
-        add_norm.initialize()
-        add_norm(np.ones((2, 3, 4)), np.ones((2, 3, 4))).shape  # (2, 3, 4)
-    """
+    """LayerNorm(X + dropout(Y)): X, Y (..., num_hiddens) -> (..., num_hiddens)."""
     def __init__(self, num_hiddens: int, dropout: float, epsilon: float = 1e-5, **kwargs):
         super().__init__(epsilon=epsilon, in_channels=num_hiddens, **kwargs)
         self.dropout_rate = dropout

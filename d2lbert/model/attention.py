@@ -8,16 +8,7 @@ from ..util import checks
 
 
 def masked_softmax(scores, valid_lens):
-    """Softmax over the last axis that ignores keys beyond each example's valid length.
-
-    scores: (batch_size, num_heads, num_queries, num_keys)
-    valid_lens: (batch_size,) integers in [1, num_keys]
-    returns: (batch_size, num_heads, num_queries, num_keys); weights on keys at
-    positions >= valid_lens[i] are exactly 0 for example i in every head.
-
-        weights = masked_softmax(np.ones((2, 1, 3, 4)), np.array([2, 4]))
-        # weights[0, 0, 0] = [0.5, 0.5, 0, 0], weights[1, 0, 0] = [0.25] * 4
-    """
+    """Softmax of scores (batch, heads, queries, keys) over each example's valid keys."""
     F = checks.namespace(scores)
     if valid_lens is None:
         return F.npx.softmax(scores, axis=-1)
@@ -27,8 +18,7 @@ def masked_softmax(scores, valid_lens):
 
 
 class AttentionHeads(nn.HybridBlock):
-    """The parameters of multi-head attention and the steps that `MultiHeadAttention`
-    chains: `project` X with one of them, `split_heads` and `merge_heads`."""
+    """The parameters of multi-head attention and the steps `MultiHeadAttention` chains."""
     def __init__(self, num_hiddens: int, num_heads: int, dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         if num_hiddens % num_heads:
@@ -62,16 +52,7 @@ class AttentionHeads(nn.HybridBlock):
 
 
 class MultiHeadAttention(AttentionHeads):
-    """Multi-head scaled dot-product self-attention with valid-length masking.
-
-    forward(X, valid_lens):
-      X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
-      returns: (batch_size, seq_len, num_hiddens)
-
-        attention = MultiHeadAttention(num_hiddens=8, num_heads=2, dropout=0.1)
-        attention.initialize()
-        attention(np.ones((2, 5, 8)), np.array([3, 5])).shape  # (2, 5, 8)
-    """
+    """Self-attention: (batch_size, seq_len, num_hiddens), (batch_size,) -> like X."""
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
         queries = self.split_heads(F, self.project(F, X, query_weight, query_bias))

@@ -8,22 +8,7 @@ from .bert import cross_entropy
 
 
 class BERTClassifier(nn.HybridBlock):
-    """Classifies (or scores) each sentence or sentence pair from its `<cls>` token.
-
-    forward(tokens, segments, valid_lens): (batch_size, seq_len) ids, (batch_size,)
-      returns: logits (batch_size, num_classes); num_classes=1 is regression (STS-B),
-      its one column the predicted value
-
-    The encoder and the pooler (the tanh layer of the next-sentence head, as in the
-    book and Hugging Face) are the pretrained model's own blocks, shared, not copied;
-    dropout and the output layer are new.
-
-        bert, vocab = d2lbert.load_pretrained('bert.small')
-        classifier = BERTClassifier(bert, num_classes=3)
-        classifier.output.initialize()
-        tokens, segments, valid_lens = d2lbert.encode_batch(vocab, ['a', 'b c'])
-        classifier(tokens, segments, valid_lens).shape  # (2, 3)
-    """
+    """bert's encoder and pooler, then a new layer: ids (batch, seq_len) -> (batch, classes)."""
     def __init__(self, bert, num_classes: int, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)
         if num_classes < 1:

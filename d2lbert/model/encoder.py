@@ -10,8 +10,8 @@ from .transformer import TransformerEncoderBlock
 
 
 class BERTEmbedding(nn.HybridBlock):
-    """The input side of `BERTEncoder`: `embed` sums a token, a segment and a position
-    embedding of the ids, and `check_inputs` validates them first."""
+    """The input side of `BERTEncoder`: its three embedding tables, `embed`, which sums
+    them, and the checks of every call's inputs (`check_inputs`)."""
     def __init__(self, vocab_size: int, num_hiddens: int, dropout: float, max_len: int = 1000,
                  type_vocab_size: int = 2, embedding_layer_norm: bool = False,
                  layer_norm_eps: float = 1e-5, **kwargs):
@@ -35,10 +35,14 @@ class BERTEmbedding(nn.HybridBlock):
             valid_lens = np.full((batch_size,), seq_len, dtype='int32', ctx=tokens.ctx)
         return valid_lens
 
+    def __call__(self, tokens, segments, valid_lens=None):
+        if not checks.is_symbol(tokens):
+            valid_lens = self.check_inputs(tokens, segments, valid_lens)
+        return super().__call__(tokens, segments, valid_lens)
+
     def embed(self, F, tokens, segments):
-        """BERT's input representation: the sum of the three embeddings (then LayerNorm,
-        if configured) and dropout. tokens, segments: (batch_size, seq_len) ids;
-        returns (batch_size, seq_len, num_hiddens)."""
+        """Sum of the token, segment and position embeddings (then LayerNorm, if configured)
+        and dropout: (batch_size, seq_len) ids -> (batch_size, seq_len, num_hiddens)."""
         positions = F.npx.arange_like(tokens, axis=1)  # 0, 1, ..., seq_len - 1
         X = (self.token_embedding(tokens) + self.segment_embedding(segments)
              + self.position_embedding(positions))     # (seq_len, H) added to every example
@@ -48,19 +52,7 @@ class BERTEmbedding(nn.HybridBlock):
 
 
 class BERTEncoder(BERTEmbedding):
-    """BERT encoder.
-
-    forward(tokens, segments, valid_lens=None):
-      tokens, segments: (batch_size, seq_len) integer ids
-      valid_lens: (batch_size,), each example's number of real (non-padding) tokens, or None
-      returns: (batch_size, seq_len, num_hiddens)
-
-        encoder = BERTEncoder(vocab_size=10000, num_hiddens=128, ffn_num_hiddens=256,
-                              num_heads=2, num_blks=2, dropout=0.2)
-        encoder.initialize()
-        tokens = np.random.randint(0, 10000, (2, 8))
-        encoder(tokens, np.zeros((2, 8)), np.array([8, 5])).shape  # (2, 8, 128)
-    """
+    """Embeddings, then num_blks blocks: ids (batch, seq_len), (batch,) -> (batch, seq_len, H)."""
     def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,
                  num_heads: int, num_blks: int, dropout: float, max_len: int = 1000,
                  attention_dropout: Optional[float] = None, type_vocab_size: int = 2,
@@ -74,11 +66,6 @@ class BERTEncoder(BERTEmbedding):
                 self.blocks.add(TransformerEncoderBlock(
                     num_hiddens, ffn_num_hiddens, num_heads, dropout, attention_dropout,
                     hidden_act, layer_norm_eps))
-
-    def __call__(self, tokens, segments, valid_lens=None):
-        if not checks.is_symbol(tokens):
-            valid_lens = self.check_inputs(tokens, segments, valid_lens)
-        return super().__call__(tokens, segments, valid_lens)
 
     def hybrid_forward(self, F, tokens, segments, valid_lens):
         X = self.embed(F, tokens, segments)

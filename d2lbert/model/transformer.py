@@ -8,8 +8,7 @@ from .add_norm import AddNorm
 
 
 def activation(name):
-    """The FFN / MLM-transform nonlinearity: 'relu' (the book) or 'gelu' (exact, erf-based,
-    as in Google's BERT)."""
+    """The FFN's nonlinearity: 'relu' (the d2l book) or 'gelu' (exact, with erf)."""
     if name == 'gelu':
         return nn.GELU()
     if name == 'relu':
@@ -18,14 +17,7 @@ def activation(name):
 
 
 class PositionWiseFFN(nn.HybridBlock):
-    """Two dense layers applied to every position independently.
-
-    forward(X): (batch_size, seq_len, num_hiddens) -> (batch_size, seq_len, num_hiddens)
-
-        ffn = PositionWiseFFN(num_hiddens=4, ffn_num_hiddens=8)
-        ffn.initialize()
-        ffn(np.ones((2, 3, 4))).shape  # (2, 3, 4)
-    """
+    """Two dense layers on every position: (batch, seq_len, num_hiddens) -> the same."""
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, hidden_act: str = 'relu',
                  **kwargs):
         super().__init__(**kwargs)
@@ -39,17 +31,7 @@ class PositionWiseFFN(nn.HybridBlock):
 
 
 class TransformerEncoderBlock(nn.HybridBlock):
-    """Self-attention and a position-wise FFN, each followed by dropout, a residual
-    connection and LayerNorm (`AddNorm`: "post-norm", as in BERT).
-
-    forward(X, valid_lens):
-      X: (batch_size, seq_len, num_hiddens); valid_lens: (batch_size,) or None
-      returns: (batch_size, seq_len, num_hiddens)
-
-        block = TransformerEncoderBlock(24, ffn_num_hiddens=48, num_heads=8, dropout=0.5)
-        block.initialize()
-        block(np.ones((2, 100, 24)), np.array([3, 2])).shape  # (2, 100, 24)
-    """
+    """Attention and FFN, each with AddNorm: (batch, seq_len, num_hiddens), (batch,) -> X's."""
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int,
                  dropout: float, attention_dropout: Optional[float] = None,
                  hidden_act: str = 'relu', layer_norm_eps: float = 1e-5, **kwargs):

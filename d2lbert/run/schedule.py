@@ -10,10 +10,7 @@ from mxnet import npx
 
 
 def learning_rate(step, base_lr, warmup_steps, total_steps):
-    """Linear warmup to base_lr over warmup_steps, then linear decay to 0 at total_steps.
-
-    step counts from 1 (the first update).
-    """
+    """Rate of step (from 1): linear warmup to base_lr, then linear decay to 0 at total_steps."""
     if warmup_steps and step <= warmup_steps:
         return base_lr * step / warmup_steps
     remaining = max(total_steps - step, 0) / max(total_steps - warmup_steps, 1)

@@ -12,6 +12,7 @@ Data made by d2lbert (`encode_batch`, the pipelines of the commands) is valid by
 construction: its values are checked where they enter, from text or files.
 """
 import contextlib
+import functools
 import threading
 import warnings
 
@@ -53,6 +54,21 @@ def value_checks_enabled():
 
 def is_symbol(x):
     return isinstance(x, mx.sym.Symbol)
+
+
+def check_before_call(block_class, check):
+    """Make every call of a `block_class` block on arrays (not symbols) run
+    `check(block, *inputs)` first; returns the class. Keeps the book's blocks free of
+    checks: `check_mlm_inputs` in `model/heads.py` is one."""
+    call = block_class.__call__
+
+    @functools.wraps(call)
+    def checked_call(block, *inputs):
+        if not is_symbol(inputs[0]):
+            check(block, *inputs)
+        return call(block, *inputs)
+    block_class.__call__ = checked_call
+    return block_class
 
 
 def namespace(x):

@@ -69,8 +69,7 @@ def tokenizer_for(vocab, tokenize=None):
 
 
 def truncate_pair(tokens_a, tokens_b, max_num_tokens):
-    """Copies of two token lists cut longest first to at most
-    ``max_num_tokens`` tokens together (see the module doc)."""
+    """Copies of two token lists, the longer one's last token dropped until both fit."""
     tokens_a, tokens_b = list(tokens_a), list(tokens_b)
     while len(tokens_a) + len(tokens_b) > max_num_tokens:
         (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
