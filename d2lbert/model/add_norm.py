@@ -1,7 +1,10 @@
 """The "add & norm" step of a Transformer block."""
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 
+
+@numpy_mode_block
 class AddNorm(nn.LayerNorm):
     """Residual connection, then layer normalization: LayerNorm(X + dropout(Y)).
 

@@ -5,6 +5,7 @@ import mxnet as mx
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 
 
 def masked_softmax(scores, valid_lens):
@@ -26,6 +27,7 @@ def masked_softmax(scores, valid_lens):
     return F.npx.softmax(scores, lengths, axis=-1, use_length=True)
 
 
+@numpy_mode_block
 class AttentionHeads(nn.HybridBlock):
     """The parameters of multi-head attention and the steps that `MultiHeadAttention`
     chains: `project` X with one of them, `split_heads` and `merge_heads`."""
@@ -61,6 +63,7 @@ class AttentionHeads(nn.HybridBlock):
         return F.npx.reshape(F.np.transpose(X, (0, 2, 1, 3)), (-2, -2, -5))
 
 
+@numpy_mode_block
 class MultiHeadAttention(AttentionHeads):
     """Multi-head scaled dot-product self-attention with valid-length masking.
 

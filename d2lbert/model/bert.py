@@ -3,11 +3,13 @@ from mxnet import np, npx
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier
 
 
+@numpy_mode_block
 class BERTWithHeads(nn.HybridBlock):
     """`BERTEncoder` with the masked-LM and the next-sentence heads: the network of
     `BERTModel`. tie_decoder=True: the masked-LM head scores with the token embedding."""
@@ -48,6 +50,7 @@ class BERTWithHeads(nn.HybridBlock):
         return self.nsp.pooler(encoded[:, 0, :])
 
 
+@numpy_mode_block
 class BERTModel(BERTWithHeads):
     """BERT for pretraining: the encoder, the masked-LM head and the next-sentence head.
 

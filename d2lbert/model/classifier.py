@@ -4,9 +4,11 @@ per sentence or sentence pair, as the book's fine-tuning chapters build it; and
 of `<cls>`'s."""
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 from .bert import cross_entropy
 
 
+@numpy_mode_block
 class BERTClassifier(nn.HybridBlock):
     """Classifies (or scores) each sentence or sentence pair from its `<cls>` token.
 
@@ -49,6 +51,7 @@ class BERTClassifier(nn.HybridBlock):
 
 
 
+@numpy_mode_block
 class MeanPooledClassifier(BERTClassifier):
     """`BERTClassifier` that reads the mean of the encodings of each text's valid
     tokens (`<cls>` and `<sep>` included, padding not) instead of `<cls>`'s encoding.

@@ -6,9 +6,11 @@ from mxnet import np
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from .transformer import TransformerEncoderBlock
 
 
+@numpy_mode_block
 class BERTEmbedding(nn.HybridBlock):
     """The input side of `BERTEncoder`: `embed` sums a token, a segment and a position
     embedding of the ids, and `check_inputs` validates them first."""
@@ -47,6 +49,7 @@ class BERTEmbedding(nn.HybridBlock):
         return self.embedding_dropout(X)
 
 
+@numpy_mode_block
 class BERTEncoder(BERTEmbedding):
     """BERT encoder.
 

@@ -3,6 +3,7 @@ next sentence prediction."""
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from .transformer import activation
 
 
@@ -19,6 +20,7 @@ def gather_positions(X, pred_positions):
     return F.npx.gather_nd(X, F.np.stack([batch_index, positions]))
 
 
+@numpy_mode_block
 class MaskLMDecoder(nn.HybridBlock):
     """Predicts the original tokens at the masked positions.
 
@@ -62,6 +64,7 @@ class MaskLMDecoder(nn.HybridBlock):
                                      num_hidden=self.vocab_size, flatten=False)
 
 
+@numpy_mode_block
 class NextSentenceClassifier(nn.HybridBlock):
     """Is sentence B the sentence that follows A? Reads the encoded `<cls>` token.
 

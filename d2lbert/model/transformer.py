@@ -3,6 +3,7 @@ from typing import Optional
 
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 from .attention import MultiHeadAttention
 from .add_norm import AddNorm
 
@@ -17,6 +18,7 @@ def activation(name):
     raise ValueError(f"hidden_act must be 'relu' or 'gelu', got {name!r}")
 
 
+@numpy_mode_block
 class PositionWiseFFN(nn.HybridBlock):
     """Two dense layers applied to every position independently.
 
@@ -38,6 +40,7 @@ class PositionWiseFFN(nn.HybridBlock):
         return self.dense2(self.activation(self.dense1(X)))
 
 
+@numpy_mode_block
 class TransformerEncoderBlock(nn.HybridBlock):
     """Self-attention and a position-wise FFN, each followed by dropout, a residual
     connection and LayerNorm (`AddNorm`: "post-norm", as in BERT).
