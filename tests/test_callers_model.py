@@ -130,6 +130,19 @@ def test_training_one_trains_the_other():
     assert all(onp.allclose(a, b, atol=1e-5) for a, b in zip(forward(model, batch), after))
 
 
+def test_a_copy_of_a_fast_model_runs_its_own_pretraining_objective():
+    """`FastBERTModel`'s cached objective graphs belong to the model that made them: a
+    copy of the model (here: in another precision) makes its own, on its own blocks."""
+    quick = fast.accelerate(make_model('d2l', seed=3))
+    batch = on_device(pretraining_batch(seed=4))
+    quick.pretraining_loss(*batch)
+    copy = compute_in(quick, 'float32')
+    copy.pretraining_loss(*batch)
+    objective, = copy.objectives().values()
+    assert objective._model() is copy and next(iter(quick.objectives().values()))._model() \
+        is quick
+
+
 @pytest.mark.parametrize('saved_by', ['book', 'fast'])
 def test_a_checkpoint_of_either_loads_into_the_other(saved_by, tmp_path):
     book = make_model('d2l', seed=5)

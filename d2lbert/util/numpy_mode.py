@@ -33,7 +33,7 @@ def numpy_mode():
         with d2lbert.numpy_mode():
             trainer = gluon.Trainer(net.collect_params(), 'adam')
             with autograd.record():
-                _, _, _, mlm_loss, nsp_loss = net.pretraining_loss(*batch)
+                mlm_loss, nsp_loss = net.pretraining_loss(*batch)  # a BERTModel
                 loss = mlm_loss + nsp_loss
             loss.backward()
             trainer.step(1)
