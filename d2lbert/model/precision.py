@@ -19,12 +19,11 @@ inputs and parameters to the compute type, its output back to float32. The cast'
 backward casts the gradient back, so every gradient arrives in float32 too. Each
 block keeps its class's parameters and names; `compute_in` gives the blocks that
 multiply matrices a subclass that casts (`book_class` sees through it) and records
-the compute type on every block (`compute_dtype`); it does so on a copy of the
-model's blocks (`util.shared_blocks`), so the caller's model is left as it was and the
-new one trains the same parameters. A block whose layers can pass
-values to each other in the compute type, without casting them to float32 and back,
-sets that up in its method `link_reduced_layers` (`ReducedPrecisionFFN`), which
-`compute_in` calls last.
+the compute type on every block (`compute_dtype`), all on a copy of the model's
+blocks (`util.shared_blocks`): the caller's model is left as it was, and the new one
+trains the same parameters. A block whose layers can pass values to each other in the
+compute type, without casting them to float32 and back, sets that up in its method
+`link_reduced_layers` (`ReducedPrecisionFFN`), which `compute_in` calls last.
 """
 import math
 
