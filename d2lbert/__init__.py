@@ -6,9 +6,13 @@ the task heads, ...), `BERTConfig`, loading, saving and encoding text
 vocabularies. Each is
 imported when first used (PEP 562), so ``import d2lbert`` itself loads nothing,
 MXNet included, and changes nothing global: no environment variable, not MXNet's
-NumPy mode, no file. The blocks run in MXNet's NumPy mode whether or not the caller
-switched it on (`npx.set_np()`, as every d2l chapter does), and legacy `mx.nd` code
-runs beside them.
+NumPy mode, no file. The blocks' own methods (building, initializing, calling,
+hybridizing, saving and loading them) and d2lbert's functions run in MXNet's NumPy
+mode whether or not the caller switched it on (`npx.set_np()`, as every d2l chapter
+does), and legacy `mx.nd` code runs beside them. The caller's own code on the arrays
+they return (a sum of two losses, `backward`, a `gluon.Trainer`) runs in NumPy mode
+too: inside `with d2lbert.numpy_mode():`, which leaves the mode as it was, or after
+`npx.set_np()`.
 
 Layers, each importing only those before it: `util` (helpers), `model` (the book's
 blocks), `fast` (the same model, faster on a CPU: `fast.accelerate`), `data`, `run`
@@ -39,7 +43,7 @@ PUBLIC_NAMES = {
     'get_bert_encoding': 'interop', 'encode_texts': 'interop',
     # the process and the devices
     'configure_cpu': 'util.process', 'check_values': 'util.checks',
-    'skip_value_checks': 'util.checks',
+    'skip_value_checks': 'util.checks', 'numpy_mode': 'util.numpy_mode',
     'try_gpu': 'run', 'try_all_gpus': 'run',
 }
 LAYERS = ('util', 'model', 'fast', 'data', 'run', 'pretraining', 'finetuning', 'interop',

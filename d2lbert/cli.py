@@ -243,9 +243,9 @@ def run_encode_text(args):
         check_output('--save', save, {'--model': args.model})
         check_new_file('--save', save, args.overwrite)
     net, vocab = load_model_flag(args.model)
-    use_precision(net, args.precision)
+    net = use_precision(net, args.precision)
     if args.precision == 'bf16':
-        feed_forward_inputs_in_float32(net)  # as encode --data computes
+        net = feed_forward_inputs_in_float32(net)  # as encode --data computes
     tokens_a, tokens_b = tokenize_pair(vocab, first, second)
     vectors = get_bert_encoding(net, vocab, tokens_a, tokens_b)[0].asnumpy()
     print(unknown_words_line(vocab, tokens_a + (tokens_b or [])))

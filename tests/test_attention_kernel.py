@@ -219,7 +219,7 @@ def attention_block_outputs(X, valid_lens, hybridize, fast, seed=0):
     block = MultiHeadAttention(32, 4)
     block.initialize(mx.init.Normal(0.3))
     if fast:
-        accelerate(block)
+        block = accelerate(block)
     if hybridize:
         block.hybridize(static_alloc=True, static_shape=True)
     with autograd.record():

@@ -110,7 +110,7 @@ def add_norm_outputs(X, Y, dropout, hybridize, fast):
     block = AddNorm(X.shape[-1], dropout)
     block.initialize()
     if fast:
-        accelerate(block)
+        block = accelerate(block)
     block.gamma.set_data(np.array(onp.linspace(0.5, 1.5, X.shape[-1]), dtype='float32'))
     block.collect_params().setattr('grad_req', 'add')
     if hybridize:
@@ -161,7 +161,7 @@ def test_encoder_with_kernels_matches_the_books(arch, hybridize):
     def run(fast):
         net = make_model(arch, seed=1)
         if fast:
-            accelerate(net)
+            net = accelerate(net)
         net.collect_params().setattr('grad_req', 'add')
         if hybridize:
             net.hybridize(static_alloc=True, static_shape=True)

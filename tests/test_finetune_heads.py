@@ -15,7 +15,7 @@ def classifier(arch='d2l', num_classes=3, seed=0, accelerated=False, cls=BERTCla
     net = cls(bert, num_classes, dropout=0.0)
     net.output.initialize()
     if accelerated:
-        fast.accelerate(net)
+        net = fast.accelerate(net)
     return bert, net
 
 
@@ -77,7 +77,7 @@ def test_fast_path_and_hybridized_give_the_same_logits_and_gradients(head):
         net.output.weight.set_data(np.array(
             onp.random.default_rng(5).normal(size=net.output.weight.shape), dtype='float32'))
         if accelerated:
-            fast.accelerate(net)
+            net = fast.accelerate(net)
         if hybridize:
             net.hybridize(static_alloc=True, static_shape=True)
         with autograd.record():

@@ -202,7 +202,7 @@ def test_make_trainer_fuses_only_on_the_fast_path():
     net.output.initialize()
     assert not isinstance(make_trainer(net, 'bertadam', fast_path=fast).optimizer,
                           fast.FusedUpdate)  # not switched to it
-    fast.accelerate(net)
+    net = fast.accelerate(net)
     assert not isinstance(make_trainer(net, 'bertadam').optimizer, fast.FusedUpdate)
     assert isinstance(make_trainer(net, 'bertadam', fast_path=fast).optimizer,
                       fast.FusedBERTAdam)

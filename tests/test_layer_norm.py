@@ -47,7 +47,7 @@ def run_block(x, gamma, beta, dy, eps, hybridize, passes=1, grad_req='write', fa
     norm = nn.LayerNorm(epsilon=eps, in_channels=x.shape[-1])
     norm.initialize()
     if fast:
-        accelerate(norm)
+        norm = accelerate(norm)
     norm.gamma.set_data(np.array(gamma, dtype='float32'))
     norm.beta.set_data(np.array(beta, dtype='float32'))
     norm.collect_params().setattr('grad_req', grad_req)
@@ -156,7 +156,7 @@ def test_float16_runs_mxnets_layer_norm():
     norm = nn.LayerNorm(in_channels=16)
     norm.initialize()
     norm.cast('float16')
-    accelerate(norm)
+    norm = accelerate(norm)
     assert type(norm) is nn.LayerNorm
     norm.hybridize()
     Y = norm(np.array(x, dtype='float16'))

@@ -48,8 +48,8 @@ def losses_and_gradients(dtype, accelerated):
     net.initialize(init.Normal(0.02))
     if accelerated:
         from d2lbert import fast
-        fast.accelerate(net)
-    run_precision.use_precision(net, PRECISION_FLAGS[dtype])
+        net = fast.accelerate(net)
+    net = run_precision.use_precision(net, PRECISION_FLAGS[dtype])
     net.collect_params().setattr('grad_req', 'add')
     net.hybridize(static_alloc=True, static_shape=True)
     losses = forward_backward(net, [batch], [mx.cpu()], with_accuracy=False)
@@ -218,9 +218,8 @@ def test_the_fast_add_norms_take_the_sublayers_bfloat16_outputs():
         net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
                                                    num_heads=2, num_layers=2))
         if accelerated:
-            fast.accelerate(net)
-        run_precision.use_precision(net, precision)
-        return net.encoder.blocks
+            net = fast.accelerate(net)
+        return run_precision.use_precision(net, precision).encoder.blocks
 
     for block in blocks(True, 'bf16'):
         assert isinstance(block.norm1, FusedAddNorm) and block.norm1.takes_reduced
@@ -248,10 +247,10 @@ def test_precision_and_the_fast_path_commute(precision):
                                                     num_heads=2, num_layers=2, dropout=0.0))
         net = BERTClassifier(bert, 3, 0.0)
         net.initialize(init.Normal(0.02))
-        switches = [lambda: run_precision.use_precision(net, precision),
-                    lambda: fast.accelerate(net)]
+        switches = [lambda net: run_precision.use_precision(net, precision),
+                    fast.accelerate]
         for switch in switches if precision_first else reversed(switches):
-            switch()
+            net = switch(net)
         return net
 
     def blocks(net):
@@ -323,8 +322,7 @@ def test_bf16_training_accuracy_matches_float32():
         mx.random.seed(0)
         net = d2lbert_model(config, config.seq_len)
         net.initialize(init.Normal(0.02))
-        fast.accelerate(net)
-        compute_in(net, dtype)
+        net = compute_in(fast.accelerate(net), dtype)
         net.collect_params().setattr('grad_req', 'add')
         net.hybridize(static_alloc=True, static_shape=True)
         outputs = forward_backward(net, [batch], [mx.cpu()], with_accuracy=True)
@@ -353,7 +351,7 @@ def test_fp16_graph_casts_around_the_matrix_products():
     net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
                                                num_heads=2, num_layers=1))
     net.initialize(init.Normal(0.02))
-    compute_in(net, 'float16')
+    net = compute_in(net, 'float16')
     net.hybridize()
     names = ('tokens', 'segments', 'valid_lens', 'pred_positions')
     outputs = net(*[mx.sym.var(name).as_np_ndarray() for name in names])
@@ -377,13 +375,12 @@ def test_a_layer_kept_float32_computes_in_float32():
     """`keep_float32` on the first layer of a ReLU feed-forward block (whose two layers
     pass the hidden layer uncast when both are reduced): that layer computes in
     float32, its partner still in float16, the graph's types consistent."""
-    from d2lbert.model.precision import keep_float32, link_reduced_layers
+    from d2lbert.model.precision import keep_float32
     net = BERTModel.from_config(BERTConfig.d2l(100, num_hiddens=16, ffn_num_hiddens=32,
                                                num_heads=2, num_layers=1))
     net.initialize(init.Normal(0.02))
-    compute_in(net, 'float16')
-    keep_float32(net.encoder.blocks[0].ffn.dense1)
-    link_reduced_layers(net)
+    net = compute_in(net, 'float16')
+    net = keep_float32(net, [net.encoder.blocks[0].ffn.dense1])
     net.hybridize()
     names = ('tokens', 'segments', 'valid_lens', 'pred_positions')
     outputs = net(*[mx.sym.var(name).as_np_ndarray() for name in names])
@@ -407,7 +404,7 @@ def test_fine_tuning_heads_stay_float32(head):
            'mean': lambda: MeanPooledClassifier(bert, 3), 'tagger': lambda: BERTTagger(bert, 5),
            'qa': lambda: BERTForQuestionAnswering(bert)}[head]()
     net.output.initialize(init.Normal(0.02))
-    compute_in(net, 'float16')
+    net = compute_in(net, 'float16')
     net.hybridize()
     names = ('tokens', 'segments', 'valid_lens')
     outputs = net(*[mx.sym.var(name).as_np_ndarray() for name in names])
@@ -486,7 +483,7 @@ def test_bf16_inference_matches_float32():
     tokens = mx.np.array(onp.random.RandomState(0).randint(1, 100, (4, 12)), dtype='int32')
     segments = mx.np.zeros((4, 12), dtype='int32')
     reference = [out.asnumpy() for out in net(tokens, segments) if out is not None]
-    compute_in(net, 'bfloat16')
+    net = compute_in(net, 'bfloat16')
     net.hybridize()
     reduced = [out.asnumpy() for out in net(tokens, segments) if out is not None]
     for ours, theirs in zip(reduced, reference):

@@ -19,7 +19,7 @@ def qa_model(arch='d2l', seed=0, accelerated=False):
     net.output.weight.set_data(np.array(
         onp.random.default_rng(seed + 1).normal(size=net.output.weight.shape), dtype='float32'))
     if accelerated:
-        fast.accelerate(net)
+        net = fast.accelerate(net)
     return bert, net
 
 

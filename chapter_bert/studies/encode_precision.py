@@ -40,7 +40,7 @@ import d2lbert
 from d2lbert import fast
 from d2lbert.interop.sentence_vectors import vectors_in_chunks
 from d2lbert.model import SentenceEncoder
-from d2lbert.model.precision import keep_float32, link_reduced_layers
+from d2lbert.model.precision import keep_float32
 from d2lbert.run.setup import prepare_model
 choice, folder, texts_file, out = sys.argv[1:]
 net, vocab = d2lbert.load_pretrained(folder)
@@ -51,9 +51,7 @@ kept = {'bf16, feed-forward first layers fp32': [b.ffn.dense1 for b in blocks],
         'bf16, feed-forward second layers fp32': [b.ffn.dense2 for b in blocks],
         'bf16, attention fp32': [b.attention for b in blocks],
         'bf16, last block fp32': blocks[-1:]}.get(choice, [])
-for block in kept:
-    keep_float32(block)
-link_reduced_layers(model)
+model = keep_float32(model, kept)
 model.hybridize(static_alloc=True)
 with open(texts_file, encoding='utf-8') as f:
     texts = f.read().splitlines()

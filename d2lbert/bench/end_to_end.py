@@ -54,7 +54,8 @@ def d2lbert_end_to_end(path, config, num_steps, ctx, batch_size=512, max_len=64,
         build_seconds = time.perf_counter() - start
         config = config.__class__(**{**config.to_dict(), 'vocab_size': len(vocab)})
         net = d2lbert_model(config, max_len)
-        trainer, params = prepare_for_training(net, ctx), trainable_parameters(net)
+        net, trainer = prepare_for_training(net, ctx)
+        params = trainable_parameters(net)
         real_tokens = 0
         for batch in _cycle_batches(data_iter, num_steps):
             train_step(net, params, trainer, batch, ctx)

@@ -26,7 +26,7 @@ def d2lbert_bert(config, ctx):
 
 
 def ready_to_train(net, ctx, lr=1e-4, precision='fp32'):
-    """`net` (a task model on an initialized BERT) and its trainer, set up as
+    """A model of `net` (a task model on an initialized BERT) and its trainer, set up as
     `d2lbert finetune` does: the new output layer initialized, then
     `run.setup.prepare_training` (the fast path, matrix products in `precision`,
     hybridized, gradients added, BERTAdam)."""
@@ -34,7 +34,7 @@ def ready_to_train(net, ctx, lr=1e-4, precision='fp32'):
     from .. import fast
     from ..run.setup import prepare_training
     net.output.initialize(init.Normal(0.02), ctx=ctx)
-    return net, prepare_training(net, 'bertadam', lr, precision=precision, fast_path=fast)
+    return prepare_training(net, 'bertadam', lr, precision=precision, fast_path=fast)
 
 
 def d2lbert_classifier(config, ctx, lr=1e-4, precision='fp32'):

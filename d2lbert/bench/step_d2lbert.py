@@ -22,7 +22,8 @@ def d2lbert_model(config, max_len):
 def prepare_for_training(net, ctx, lr=1e-4, precision='fp32'):
     """Initialize, then set up as `d2lbert pretrain` does (`run.setup.prepare_training`:
     the fast path, the precision, gradients added, hybridized with static memory and
-    shapes, the trainer); D2LBERT_FUSED_KERNELS=0: the book's model."""
+    shapes, the trainer); D2LBERT_FUSED_KERNELS=0: the book's model. Returns (the model
+    to train, its trainer)."""
     from mxnet import init
     from .. import fast
     from ..run.setup import prepare_training
@@ -46,6 +47,6 @@ def build_step(config, arrays, ctx, precision='fp32'):
     from ..data import PretrainingBatch
     from ..run.step import trainable_parameters
     net = d2lbert_model(config, max_len=config.seq_len)
-    trainer = prepare_for_training(net, ctx, precision=precision)
+    net, trainer = prepare_for_training(net, ctx, precision=precision)
     batch, params = PretrainingBatch(**arrays), trainable_parameters(net)
     return lambda: train_step(net, params, trainer, batch, ctx)

@@ -2,13 +2,14 @@
 
     net = d2lbert.BERTModel.from_config(config)
     net.initialize(...)
-    d2lbert.fast.accelerate(net)       # before net.hybridize()
+    fast_net = d2lbert.fast.accelerate(net)   # a new model, the same parameters
 
 `accelerate` is the one switch. Every fast block is a subclass of one of the book's
 blocks that keeps its parameters, children and names and changes only how the
-forward pass computes; `accelerate` turns each block of the model into its fast
-subclass in place (it reassigns the object's class). A checkpoint saved from
-either loads into the other, and both compute the same numbers:
+forward pass computes; `accelerate` returns a copy of the model's blocks
+(`util.shared_blocks`), each of its fast subclass, that shares the model's Parameter
+objects: training either trains both, a checkpoint saved from either loads into the
+other, both compute the same numbers, and `net` is left as it was:
 
 * `FusedMultiHeadAttention` (`attention.py`): scores, masked softmax, dropout and
   weighted sum in one C++ operator (`kernels/attention.cc`);
@@ -25,7 +26,7 @@ either loads into the other, and both compute the same numbers:
 
 The kernels are CPU code (`kernels/`, compiled on first use). Where they can't run
 (D2LBERT_FUSED_KERNELS=0, no compiler, a model on a GPU or in float16),
-`accelerate` leaves the model as it is and says why in one line.
+`accelerate` returns the book's model (a copy) and says why in one line.
 """
 import logging
 
@@ -35,6 +36,7 @@ from mxnet.gluon import nn
 from ..model import (AddNorm, BERTEncoder, BERTModel, MultiHeadAttention,
                      TransformerEncoderBlock)
 from ..model.precision import book_class, link_reduced_layers
+from ..util.shared_blocks import copy_sharing_parameters
 from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
@@ -42,11 +44,6 @@ from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer
 from .objective import PretrainingObjective
-from ..util.numpy_mode import numpy_mode_block
-
-for block_class in (FusedMultiHeadAttention, FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock,
-                    FusedBERTEncoder, FastBERTModel, PretrainingObjective):
-    numpy_mode_block(block_class)  # as the book's blocks (`d2lbert.model`)
 
 FAST_BLOCKS = {MultiHeadAttention: FusedMultiHeadAttention, AddNorm: FusedAddNorm,
                nn.LayerNorm: FusedLayerNorm, TransformerEncoderBlock: LinkedEncoderBlock,
@@ -56,24 +53,27 @@ logger = logging.getLogger('d2lbert')
 
 
 def accelerate(net):
-    """Switch `net` (a `BERTModel`, or any block built of the book's blocks) to the
-    fast path, in place, and return it. Call it before `net.hybridize()`.
+    """A new model: `net` (a `BERTModel`, or any block built of the book's blocks) on
+    the fast path, sharing its parameters (the same Parameter objects); `net` stays
+    as it was. Hybridize the model it returns.
 
-    Where the kernels can't run, `net` stays the book's model and one line (a
-    warning of the 'd2lbert' logger) says why, unless D2LBERT_FUSED_KERNELS=0 chose it.
+    Where the kernels can't run, the new model is the book's (as `net`) and one line
+    (a warning of the 'd2lbert' logger) says why, unless D2LBERT_FUSED_KERNELS=0
+    chose it.
     """
+    model = copy_sharing_parameters(net)
     reason = why_not_fast(net)
     if reason:
         if reason != 'D2LBERT_FUSED_KERNELS=0':
             logger.warning("d2lbert: %s: running the book's model (d2lbert.model)", reason)
-        return net
-    net.apply(to_fast_block)
-    link_reduced_layers(net)  # if mixed precision came first (`model.precision`)
-    return net
+        return model
+    model.apply(to_fast_block)
+    return link_reduced_layers(model)  # if mixed precision came first (`model.precision`)
 
 
 def to_fast_block(block):
-    """Give `block` its fast class, if its book class has one (for `Block.apply`)."""
+    """Give `block`, of a model being made, its fast class, if its book class has
+    one (for `Block.apply`)."""
     fast_class = FAST_BLOCKS.get(book_class(block))
     if fast_class is not None:
         block.__class__ = fast_class

@@ -1,9 +1,11 @@
 """Multi-head attention on d2lbert's attention kernel."""
 from ..model.attention import MultiHeadAttention
 from ..model.precision import COMPUTE_DTYPES, compute_dtype, fully_connected
+from ..util.numpy_mode import numpy_mode_block
 from . import kernels
 
 
+@numpy_mode_block
 class FusedMultiHeadAttention(MultiHeadAttention):
     """`MultiHeadAttention` (same parameters, same results) whose scores, masked
     softmax, dropout and weighted sum run in one operator, `d2lbert_attention`.

@@ -1,9 +1,11 @@
 """The BERT encoder on d2lbert's kernels, and on packed rows."""
 from ..model.encoder import BERTEncoder
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from . import kernels
 
 
+@numpy_mode_block
 class FusedBERTEncoder(BERTEncoder):
     """`BERTEncoder` (same parameters, same results) whose input embedding runs the
     `d2lbert_embedding` kernel: the segment and position lookups, the sum and dropout

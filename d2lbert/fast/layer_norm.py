@@ -5,9 +5,11 @@ from mxnet.gluon import nn
 from ..model.add_norm import AddNorm
 from ..model.precision import COMPUTE_DTYPES, ReducedPrecisionDense, cast, compute_dtype
 from ..model.transformer import TransformerEncoderBlock
+from ..util.numpy_mode import numpy_mode_block
 from . import kernels
 
 
+@numpy_mode_block
 class FusedLayerNorm(nn.LayerNorm):
     """`gluon.nn.LayerNorm` (same parameters, same results) on the `d2lbert_layer_norm`
     kernel (`kernels/layer_norm.cc`), faster than MXNet 1.9's, whose backward pass sums
@@ -21,6 +23,7 @@ class FusedLayerNorm(nn.LayerNorm):
         return F.d2lbert_layer_norm(X, gamma, beta, eps=self._epsilon)[0].as_np_ndarray()
 
 
+@numpy_mode_block
 class FusedAddNorm(AddNorm):
     """`AddNorm` (same parameters, same results) on the `d2lbert_add_layer_norm` kernel:
     the dropout, the sum and the normalization in one pass over the rows (MXNet: three
@@ -43,19 +46,20 @@ class FusedAddNorm(AddNorm):
         return Z.as_np_ndarray()
 
 
+@numpy_mode_block
 class LinkedEncoderBlock(TransformerEncoderBlock):
     """`TransformerEncoderBlock` (same parameters, same forward) whose two sublayers
     (attention, FFN) hand their output layer's bfloat16 product to the block's
     `FusedAddNorm` as it is, under bfloat16: the cast of a (tokens, num_hiddens) array
     fewer after each sublayer, and of its gradient before."""
     def link_reduced_layers(self):
-        """Set that up, if the block computes in bfloat16 (for
-        `model.precision.link_reduced_layers`, which `compute_in` and `accelerate` call,
-        whichever comes last)."""
-        if compute_dtype(self) != COMPUTE_DTYPES['bfloat16']:
-            return
+        """Set that up if the block computes in bfloat16, and undo it if not or no
+        longer (for `model.precision.link_reduced_layers`, which `compute_in`,
+        `keep_float32` and `accelerate` call, whichever comes last)."""
+        bfloat16 = compute_dtype(self) == COMPUTE_DTYPES['bfloat16']
         for dense, norm in ((self.attention.output, self.norm1),
                             (self.ffn.dense2, self.norm2)):
-            if isinstance(dense, ReducedPrecisionDense) and isinstance(norm, FusedAddNorm):
-                dense.casts_output = False
-                norm.takes_reduced = True
+            linked = (bfloat16 and isinstance(dense, ReducedPrecisionDense)
+                      and isinstance(norm, FusedAddNorm))
+            dense.casts_output = not linked
+            norm.takes_reduced = linked

@@ -1,10 +1,14 @@
 """`FastBERTModel`: `BERTModel` whose pretraining loss is one fused, packed graph."""
+import weakref
+
 from ..model.bert import BERTModel
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from . import kernels
 from .objective import PretrainingObjective
 
 
+@numpy_mode_block
 class FastBERTModel(BERTModel):
     """`BERTModel` (same parameters, same forward) whose `pretraining_loss` runs a
     `PretrainingObjective`: encoder, heads and both losses in one hybridized graph,
@@ -54,10 +58,11 @@ class FastBERTModel(BERTModel):
         return objectives[key]
 
     def objectives(self):
-        """{(with_accuracy, packed): PretrainingObjective}, created on
-        first use."""
-        if not hasattr(self, 'pretraining_objectives'):
-            self.pretraining_objectives = ObjectiveCache()
+        """{(with_accuracy, packed): PretrainingObjective} of this model, created on
+        first use (a copy of the model, `util.shared_blocks`, makes its own)."""
+        cache = getattr(self, 'pretraining_objectives', None)
+        if cache is None or cache.model() is not self:
+            self.pretraining_objectives = ObjectiveCache(self)
         return self.pretraining_objectives.blocks
 
     def hybridize(self, active=True, **kwargs):
@@ -72,5 +77,6 @@ class ObjectiveCache:
     """A model's `PretrainingObjective` blocks, in a plain object rather than a dict
     attribute, where Gluon would warn about unregistered blocks: they share the
     model's parameters and are deliberately not its children."""
-    def __init__(self):
+    def __init__(self, model):
+        self.model = weakref.ref(model)  # the model whose blocks they run
         self.blocks = {}

@@ -5,9 +5,11 @@ from mxnet.gluon import nn
 
 from ..model.heads import gather_positions
 from ..model.precision import compute_dtype
+from ..util.numpy_mode import numpy_mode_block
 from .mlm_loss import masked_lm_loss, predictions
 
 
+@numpy_mode_block
 class PretrainingObjective(nn.HybridBlock):
     """Encoder, both heads and both losses of a `BERTModel` in one hybridizable block,
     sharing its parameters. forward(the batch's seven arrays[, token_index, slot_index]

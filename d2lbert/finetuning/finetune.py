@@ -249,7 +249,7 @@ def finetune(options, pretrained):
     if not resumes:
         log.truncate(0)  # empty (a --resume starting over a run killed before a checkpoint)
     lr = options.lr or default_lr(config)
-    trainer = prepare_training(net, options.optimizer, lr, options.weight_decay,
+    net, trainer = prepare_training(net, options.optimizer, lr, options.weight_decay,
                                options.precision, load_fast_path(options.plain))
     if resumes:
         load_trainer_states(trainer, os.path.join(checkpoint, 'trainer.states'))

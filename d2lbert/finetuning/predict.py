@@ -92,7 +92,7 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = TASKS[info.task].reader.file(data, info.labels, 'class' if info.labels
                                               is not None else 'number')
-    prepare_inference(net, precision, load_fast_path(plain))
+    net = prepare_inference(net, precision, load_fast_path(plain))
     encoded = encode_task(task_data, vocab, info.max_len)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
                                                  vocab.pad_id, batch_size)

@@ -24,15 +24,18 @@ from typing import Optional, Sequence
 import mxnet as mx
 from mxnet import np
 
-
+from .. import fast as fast_path
 from ..finetuning.task_model import TASK_FILE, load_task_model, task_info_of
 from ..model import BERTModel
 from ..run import checkpoint as ckpt
 from ..run.errors import as_library_errors
 from ..run.folder import write_model_folder
 from ..run.models import model_folder
+from ..run.precision import PRECISIONS
+from ..run.setup import prepare_model
 from ..util.numpy_mode import in_numpy_mode
 from ..util.hashing import sha1_of_file, sha1_of_strings
+from ..util.options import check_bool, check_choice
 from .book import BOOK_MODELS, book_model_directory, is_book_model, load_book_model
 from .convert import load_model_dir
 from .huggingface import bert_from_huggingface
@@ -78,19 +81,25 @@ def model_kind(path_or_name):
 
 @in_numpy_mode
 def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
-                    allow_pickle: bool = False):
+                    allow_pickle: bool = False, fast: bool = False, precision: str = 'fp32'):
     """Load a BERT from any of the sources of the module doc.
 
     Returns (net, vocab): net a `BERTModel` (or, from a task model folder, the
     `BERTClassifier`, `BERTTagger` or `BERTForQuestionAnswering` saved there) on ctx
     (default CPU), not hybridized; vocab its `Vocab` or, for a Hugging Face model, its
     `WordPieceVocab`. A Hugging Face pytorch_model.bin (a pickle) is read only with
-    allow_pickle=True.
+    allow_pickle=True. fast=True: net's blocks are those of the fast path
+    (`d2lbert.fast.accelerate`); precision: the type its matrix products compute in,
+    'fp32', 'bf16' (a CPU with avx512_bf16 or AMX, a GPU of compute capability 8.0 or
+    more) or 'fp16' (a GPU), its parameters float32 (`d2lbert.model.precision`).
 
         net, vocab = d2lbert.load_pretrained('bert.small')
         tokens, segments, valid_lens = d2lbert.encode_batch(vocab, ['a crane is flying'])
         encoded, _, _ = net(tokens, segments, valid_lens)  # (1, 7, 256)
+        fast_net, vocab = d2lbert.load_pretrained('bert.small', fast=True, precision='bf16')
     """
+    check_bool('fast', fast)
+    check_choice('precision', precision, tuple(PRECISIONS))
     kind = model_kind(path_or_name)
     if kind == 'book':
         net, vocab, _ = load_book_model(path_or_name)
@@ -107,7 +116,7 @@ def load_pretrained(path_or_name: str, ctx: Optional[mx.Context] = None,
             config, vocab = ckpt.read_config_and_vocab(checkpoint)
             net = ckpt.load_parameters(BERTModel.from_config(config), checkpoint)
     net.collect_params().reset_ctx(ctx or mx.cpu())
-    return net, vocab
+    return prepare_model(net, precision, fast_path if fast else None), vocab
 
 
 @in_numpy_mode

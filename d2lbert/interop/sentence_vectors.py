@@ -23,8 +23,10 @@ from ..data.tasks import EncodedExample, encode_text_pair
 from ..model import SentenceEncoder
 from ..model.precision import feed_forward_inputs_in_float32
 from ..run.inference import outputs_by_length
+from ..run.precision import INFERENCE_PRECISIONS, inference_precision
 from ..run.setup import prepare_model
 from ..util.numpy_mode import in_numpy_mode
+from ..util.options import check_choice
 
 CHUNK_BATCHES = 64  # sorted by length within 64 batches: about as little padding as all
 
@@ -35,9 +37,9 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
                  max_len: Optional[int] = None, precision: str = 'fp32') -> onp.ndarray:
     """The vectors of `texts`, one row per text, in order.
 
-    net, vocab: a pretrained BERT (`load_pretrained`); net's blocks are switched to the
-      fast path and its matrix products to `precision` ('fp32', or 'bf16' on a CPU with
-      avx512_bf16 or AMX: `sentence_encoder`), in place (the same parameters)
+    net, vocab: a pretrained BERT (`load_pretrained`), left as it was: the texts run
+      on a model of its own that shares net's parameters (`sentence_encoder`: the
+      fast path, hybridized)
     texts: a list (or any iterable) of str, one row each, a blank text too (its vector
       is that of `<cls> <sep>`, as sentence-transformers gives it); a str alone is
       refused (TypeError naming `texts`: it would be read as its characters), as is
@@ -46,6 +48,9 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
       normalize: each vector divided by its length (`model.SentenceEncoder`)
     max_len: the most tokens of a text, `<cls>` and `<sep>` included (default: the
       model's max_len); longer texts are cut
+    precision: the type the matrix products compute in: 'fp32', 'bf16' (a CPU with
+      avx512_bf16 or AMX) or 'auto' (bf16 where the CPU has them, else fp32, as
+      `d2lbert encode --data`)
     returns: float32 NumPy array (len(texts), num_hiddens)
 
         net, vocab = d2lbert.load_pretrained('all-MiniLM-L6-v2/')  # a Hugging Face folder
@@ -53,8 +58,10 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
                                        normalize=True)      # (2, 384)
         vectors[0] @ vectors[1]                             # their cosine similarity
     """
+    check_choice('precision', precision, INFERENCE_PRECISIONS)
+    ctx = net.encoder.token_embedding.weight.list_ctx()[0]
     chunks = list(text_vectors(net, vocab, texts, pooling, batch_size, normalize, max_len,
-                               precision))
+                               inference_precision(precision, ctx)))
     if not chunks:
         return onp.zeros((0, net.encoder.num_hiddens), dtype='float32')
     return onp.concatenate(chunks)
@@ -94,12 +101,13 @@ def checked_text(index, text):
 
 
 def sentence_encoder(net, pooling='mean', normalize=False, precision='fp32'):
-    """A `SentenceEncoder` of net's encoder (shared), on the fast path, in `precision`
-    (bf16: but the feed-forward blocks' first layers,
-    `model.precision.feed_forward_inputs_in_float32`), hybridized."""
+    """A new `SentenceEncoder` on a copy of net's encoder that shares its parameters,
+    on the fast path, in `precision` ('fp32' or 'bf16'; bf16: but the feed-forward
+    blocks' first layers, `model.precision.feed_forward_inputs_in_float32`),
+    hybridized; net stays as it was."""
     model = prepare_model(SentenceEncoder(net.encoder, pooling, normalize), precision, fast)
     if precision == 'bf16':
-        feed_forward_inputs_in_float32(model)
+        model = feed_forward_inputs_in_float32(model)
     model.hybridize(static_alloc=True)
     return model
 

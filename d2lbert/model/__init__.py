@@ -18,18 +18,6 @@ from .question_answering import BERTForQuestionAnswering
 from .sentence_encoder import SentenceEncoder
 from .tagger import BERTTagger
 from .transformer import PositionWiseFFN, TransformerEncoderBlock
-from .precision import (ReducedPrecisionAttention, ReducedPrecisionDense, ReducedPrecisionFFN,
-                        ReducedPrecisionMaskLMDecoder)
-from ..util.numpy_mode import numpy_mode_block
-
-# Each block runs in MXNet's NumPy mode, whether or not the process switched it on
-# (`npx.set_np()`, as the chapters do): importing d2lbert leaves the process as it was.
-for block_class in (AddNorm, MultiHeadAttention, PositionWiseFFN, TransformerEncoderBlock,
-                    BERTEncoder, MaskLMDecoder, NextSentenceClassifier, BERTModel,
-                    BERTClassifier, MeanPooledClassifier, BERTTagger, BERTForQuestionAnswering,
-                    ReducedPrecisionDense, ReducedPrecisionFFN, ReducedPrecisionAttention,
-                    ReducedPrecisionMaskLMDecoder, SentenceEncoder):
-    numpy_mode_block(block_class)
 
 __all__ = ['AddNorm', 'MultiHeadAttention', 'masked_softmax', 'BERTModel', 'BERTClassifier',
            'MeanPooledClassifier', 'BERTTagger', 'BERTForQuestionAnswering', 'BERTConfig',

@@ -1,7 +1,10 @@
 """The "add & norm" step of a Transformer block."""
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 
+
+@numpy_mode_block
 class AddNorm(nn.LayerNorm):
     """LayerNorm(X + dropout(Y)): X, Y (..., num_hiddens) -> (..., num_hiddens)."""
     def __init__(self, num_hiddens: int, dropout: float, epsilon: float = 1e-5, **kwargs):

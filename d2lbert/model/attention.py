@@ -5,6 +5,7 @@ import mxnet as mx
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 
 
 def masked_softmax(scores, valid_lens):
@@ -17,6 +18,7 @@ def masked_softmax(scores, valid_lens):
     return F.npx.softmax(scores, lengths, axis=-1, use_length=True)
 
 
+@numpy_mode_block
 class AttentionHeads(nn.HybridBlock):
     """The parameters of multi-head attention and the steps `MultiHeadAttention` chains."""
     def __init__(self, num_hiddens: int, num_heads: int, dropout: float = 0.0, **kwargs):
@@ -51,6 +53,7 @@ class AttentionHeads(nn.HybridBlock):
         return F.npx.reshape(F.np.transpose(X, (0, 2, 1, 3)), (-2, -2, -5))
 
 
+@numpy_mode_block
 class MultiHeadAttention(AttentionHeads):
     """Self-attention: (batch_size, seq_len, num_hiddens), (batch_size,) -> like X."""
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,

@@ -3,11 +3,13 @@ from mxnet import np, npx
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from .config import BERTConfig
 from .encoder import BERTEncoder
 from .heads import MaskLMDecoder, NextSentenceClassifier
 
 
+@numpy_mode_block
 class BERTWithHeads(nn.HybridBlock):
     """The plumbing of `BERTModel`: `from_config`, the checks of every call's inputs,
     `pooled_output`."""
@@ -44,6 +46,7 @@ class BERTWithHeads(nn.HybridBlock):
                                          nsp_labels, *tokens.shape, self.mlm.vocab_size)
 
 
+@numpy_mode_block
 class BERTModel(BERTWithHeads):
     """BERT for pretraining: (tokens, segments, valid_lens, pred_positions) -> encoded
     (batch, seq_len, H), mlm_logits (batch, num_preds, vocab_size) or None, nsp_logits

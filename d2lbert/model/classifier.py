@@ -4,9 +4,11 @@ per sentence or sentence pair, as the book's fine-tuning chapters build it; and
 of `<cls>`'s."""
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 from .bert import cross_entropy
 
 
+@numpy_mode_block
 class BERTClassifier(nn.HybridBlock):
     """bert's encoder and pooler, then a new layer: ids (batch, seq_len) -> (batch, classes)."""
     def __init__(self, bert, num_classes: int, dropout: float = 0.1, **kwargs):
@@ -34,6 +36,7 @@ class BERTClassifier(nn.HybridBlock):
 
 
 
+@numpy_mode_block
 class MeanPooledClassifier(BERTClassifier):
     """`BERTClassifier` that reads the mean of the encodings of each text's valid
     tokens (`<cls>` and `<sep>` included, padding not) instead of `<cls>`'s encoding.

@@ -6,9 +6,11 @@ from mxnet import np
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from .transformer import TransformerEncoderBlock
 
 
+@numpy_mode_block
 class BERTEmbedding(nn.HybridBlock):
     """The input side of `BERTEncoder`: its three embedding tables, `embed`, which sums
     them, and the checks of every call's inputs (`check_inputs`)."""
@@ -51,6 +53,7 @@ class BERTEmbedding(nn.HybridBlock):
         return self.embedding_dropout(X)
 
 
+@numpy_mode_block
 class BERTEncoder(BERTEmbedding):
     """Embeddings, then num_blks blocks: ids (batch, seq_len), (batch,) -> (batch, seq_len, H)."""
     def __init__(self, vocab_size: int, num_hiddens: int, ffn_num_hiddens: int,

@@ -3,6 +3,7 @@ next sentence prediction."""
 from mxnet.gluon import nn
 
 from ..util import checks
+from ..util.numpy_mode import numpy_mode_block
 from .transformer import activation
 
 
@@ -15,6 +16,7 @@ def gather_positions(X, pred_positions):
     return F.npx.gather_nd(X, F.np.stack([batch_index, positions]))
 
 
+@numpy_mode_block
 class MaskLMDecoder(nn.HybridBlock):
     """Masked-LM head: X (batch, seq_len, H), positions (batch, P) -> logits (batch, P, V)."""
     def __init__(self, vocab_size: int, num_hiddens: int, hidden_act: str = 'relu',
@@ -37,6 +39,7 @@ class MaskLMDecoder(nn.HybridBlock):
                                      num_hidden=self.vocab_size, flatten=False)
 
 
+@numpy_mode_block
 class NextSentenceClassifier(nn.HybridBlock):
     """Does B follow A? `<cls>` vectors (batch, H) -> pooler -> logits (batch, 2)."""
     def __init__(self, num_hiddens: int, **kwargs):

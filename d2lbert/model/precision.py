@@ -1,7 +1,7 @@
 """Mixed precision: the model's matrix products in bfloat16 or float16, everything
 else in float32.
 
-    compute_in(net, 'bfloat16')     # before net.hybridize()
+    model = compute_in(net, 'bfloat16')   # a new model, the same parameters; net as it was
 
 A matrix product is where reduced precision pays: a CPU with avx512_bf16 multiplies
 bfloat16 matrices about twice as fast as float32 ones, a GPU's tensor cores float16
@@ -19,10 +19,11 @@ inputs and parameters to the compute type, its output back to float32. The cast'
 backward casts the gradient back, so every gradient arrives in float32 too. Each
 block keeps its class's parameters and names; `compute_in` gives the blocks that
 multiply matrices a subclass that casts (`book_class` sees through it) and records
-the compute type on every block (`compute_dtype`). A block whose layers can pass
-values to each other in the compute type, without casting them to float32 and back,
-sets that up in its method `link_reduced_layers` (`ReducedPrecisionFFN`), which
-`compute_in` calls last.
+the compute type on every block (`compute_dtype`), all on a copy of the model's
+blocks (`util.shared_blocks`): the caller's model is left as it was, and the new one
+trains the same parameters. A block whose layers can pass values to each other in the
+compute type, without casting them to float32 and back, sets that up in its method
+`link_reduced_layers` (`ReducedPrecisionFFN`), which `compute_in` calls last.
 """
 import math
 
@@ -30,6 +31,8 @@ import mxnet as mx
 import numpy as onp
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
+from ..util.shared_blocks import copy_sharing_parameters
 from .attention import MultiHeadAttention, masked_softmax
 from .classifier import BERTClassifier
 from .heads import MaskLMDecoder, NextSentenceClassifier, gather_positions
@@ -93,6 +96,7 @@ def batch_dtype(dtype):
     return dtype if dtype == COMPUTE_DTYPES['float16'] else COMPUTE_DTYPES['float32']
 
 
+@numpy_mode_block
 class ReducedPrecisionDense(nn.Dense):
     """`nn.Dense` whose product computes in its `compute_dtype`; its activation, if
     any, in float32. It takes and returns float32 unless told its input is in the
@@ -107,6 +111,7 @@ class ReducedPrecisionDense(nn.Dense):
         return self.act(Y) if self.act is not None else Y
 
 
+@numpy_mode_block
 class ReducedPrecisionFFN(PositionWiseFFN):
     """`PositionWiseFFN` whose hidden layer, the widest activations of the block,
     stays in the compute type from `dense1` through ReLU (oneDNN has a bfloat16 ReLU)
@@ -121,6 +126,7 @@ class ReducedPrecisionFFN(PositionWiseFFN):
         self.dense1.casts_output = self.dense2.casts_input = not linked
 
 
+@numpy_mode_block
 class ReducedPrecisionAttention(MultiHeadAttention):
     """`MultiHeadAttention` whose projections compute in its `compute_dtype`, and
     its two batched products in `batch_dtype` of it; the softmax in float32."""
@@ -151,6 +157,7 @@ class ReducedPrecisionAttention(MultiHeadAttention):
         return cast('float32', F.npx.batch_dot(*cast(dtype, A, B), **kwargs))[0]
 
 
+@numpy_mode_block
 class ReducedPrecisionMaskLMDecoder(MaskLMDecoder):
     """`MaskLMDecoder` whose output layer computes in its `compute_dtype`."""
     def hybrid_forward(self, F, X, pred_positions, output_weight, output_bias):
@@ -178,56 +185,76 @@ def book_class(block):
 
 
 def compute_in(net, dtype):
-    """Have `net`'s matrix products compute in `dtype` ('float32', 'bfloat16' or
-    'float16'), in place; returns `net`. Its parameters stay float32.
+    """A new model: `net` with its matrix products computing in `dtype` ('float32',
+    'bfloat16' or 'float16'); its parameters, shared with `net` (the same Parameter
+    objects: `util.shared_blocks`), stay float32, and `net` stays as it was.
 
-    Blocks of the book's classes get their casting subclass; every block records
-    `compute_dtype`, which any block may read; then `link_reduced_layers`."""
+    The copies of blocks of the book's classes get their casting subclass; every block
+    records `compute_dtype`, which any block may read; the next-sentence head and the
+    task heads' output layers (and poolers) compute in float32; then
+    `link_reduced_layers`."""
     dtype = COMPUTE_DTYPES[dtype]
+    model = copy_sharing_parameters(net)
 
     def record(block):
         block.compute_dtype = dtype
         if dtype != COMPUTE_DTYPES['float32']:
             block.__class__ = REDUCED_PRECISION_BLOCKS.get(type(block), type(block))
 
-    net.apply(record)
-    for block in blocks_of(net, NextSentenceClassifier):
-        keep_float32(block)
-    for head in blocks_of(net, TASK_MODELS):
+    model.apply(record)
+    for block in blocks_of(model, NextSentenceClassifier):
+        to_float32(block)
+    for head in blocks_of(model, TASK_MODELS):
         for layer in (head.output, getattr(head, 'pooler', None)):
             if layer is not None:
-                keep_float32(layer)
-    return link_reduced_layers(net)
+                to_float32(layer)
+    return link_reduced_layers(model)
 
 
-def keep_float32(block):
-    """Have `block` (and the blocks inside it) compute in float32 in a net that
-    `compute_in` switched to a reduced type; call `link_reduced_layers(net)` after."""
-    def to_float32(inner):
+def keep_float32(net, blocks):
+    """A new model: `net` (made by `compute_in`) with `blocks`, blocks of `net`, and
+    the blocks inside them computing in float32; the same parameters, and `net` stays
+    as it was.
+
+        model = keep_float32(net, [block.attention for block in net.encoder.blocks])
+    """
+    copies = {}
+    model = copy_sharing_parameters(net, copies)
+    for block in blocks:
+        if id(block) not in copies:
+            raise ValueError(f'keep_float32: {block.name} is not a block of {net.name}')
+        to_float32(copies[id(block)])
+    return link_reduced_layers(model)
+
+
+def to_float32(block):
+    """Have `block` (and the blocks inside it), of a model being made, compute in
+    float32."""
+    def to_float32_block(inner):
         inner.compute_dtype = COMPUTE_DTYPES['float32']
         if isinstance(inner, ReducedPrecisionDense):
             inner.__class__ = nn.Dense
-    block.apply(to_float32)
+    block.apply(to_float32_block)
 
 
 def feed_forward_inputs_in_float32(net):
-    """Keep the first layer of each feed-forward block of a bfloat16 `net` in float32
-    (sentence vectors: `d2lbert encode`); returns net.
+    """A new model: `net` (made by `compute_in`, in bfloat16) with the first layer of
+    each feed-forward block in float32 (sentence vectors: `d2lbert encode`); the same
+    parameters, and `net` stays as it was.
 
     Its output goes through GELU (or ReLU) into the block's widest layer, and its
     rounding is what moves a short text's vector most: over MiniLM's vectors of 20,000
     SST-2 sentences the least cosine to sentence-transformers' is 0.99990 all in
     bfloat16 and 0.99994 so, at about a quarter of bfloat16's gain given up
     (chapter_bert/results/encode-precision.json, docs/performance.md)."""
-    for ffn in blocks_of(net, PositionWiseFFN):
-        keep_float32(ffn.dense1)
-    return link_reduced_layers(net)
+    return keep_float32(net, [ffn.dense1 for ffn in blocks_of(net, PositionWiseFFN)])
 
 
 def link_reduced_layers(net):
     """Call `link_reduced_layers()` of every block of `net` that has that method (a
-    block whose layers pass values to each other in the compute type, uncast); returns
-    net. `compute_in` calls it, and so should whatever changes blocks' classes after it."""
+    block whose layers pass values to each other in the compute type, uncast), in
+    place; returns net. `compute_in`, `keep_float32` and whatever else gives a model
+    other classes call it last on the model they make."""
     net.apply(lambda block: block.link_reduced_layers()
               if hasattr(block, 'link_reduced_layers') else None)
     return net

@@ -2,11 +2,13 @@
 the answer's first and last token in the passage (SQuAD)."""
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 from .bert import cross_entropy
 
 PADDING_LOGIT = -1e6  # the logit of padded positions: a probability of exactly 0
 
 
+@numpy_mode_block
 class BERTForQuestionAnswering(nn.HybridBlock):
     """Scores every token as the start and as the end of the answer span.
 

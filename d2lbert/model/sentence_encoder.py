@@ -2,12 +2,14 @@
 sentence-transformers reads a text (Reimers and Gurevych, 2019)."""
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 from .classifier import mean_of_valid
 
 POOLINGS = ('mean', 'cls')
 NORM_EPSILON = 1e-12  # the smallest norm divided by, as torch's F.normalize
 
 
+@numpy_mode_block
 class SentenceEncoder(nn.HybridBlock):
     """A text's vector from its tokens' encodings.
 

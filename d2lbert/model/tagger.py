@@ -2,12 +2,14 @@
 entities, parts of speech)."""
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 from .bert import cross_entropy
 
 IGNORED = -1  # the label of positions that carry no tag: padding, <cls>, <sep>, and a
 #               word's pieces after its first with sub-word tokenizers
 
 
+@numpy_mode_block
 class BERTTagger(nn.HybridBlock):
     """Tags every token.
 

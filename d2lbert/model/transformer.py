@@ -3,6 +3,7 @@ from typing import Optional
 
 from mxnet.gluon import nn
 
+from ..util.numpy_mode import numpy_mode_block
 from .attention import MultiHeadAttention
 from .add_norm import AddNorm
 
@@ -16,6 +17,7 @@ def activation(name):
     raise ValueError(f"hidden_act must be 'relu' or 'gelu', got {name!r}")
 
 
+@numpy_mode_block
 class PositionWiseFFN(nn.HybridBlock):
     """Two dense layers on every position: (batch, seq_len, num_hiddens) -> the same."""
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, hidden_act: str = 'relu',
@@ -30,6 +32,7 @@ class PositionWiseFFN(nn.HybridBlock):
         return self.dense2(self.activation(self.dense1(X)))
 
 
+@numpy_mode_block
 class TransformerEncoderBlock(nn.HybridBlock):
     """Attention and FFN, each with AddNorm: (batch, seq_len, num_hiddens), (batch,) -> X's."""
     def __init__(self, num_hiddens: int, ffn_num_hiddens: int, num_heads: int,

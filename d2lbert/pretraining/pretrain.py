@@ -518,7 +518,7 @@ def pretrain(options, start=None):
     net, config = starting_net(options, vocab, start, ctxs)
     freeze_unreached(net, options.objective)
     precision = resolve_precision(options.precision, options.amp)
-    trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
+    net, trainer = prepare_training(net, options.optimizer, options.lr, options.weight_decay,
                                precision, fast_path_of(options, worker), worker.kvstore,
                                static_shape=True)  # every batch has the same shape
     loss_scale = DynamicLossScale() if needs_loss_scaling(precision) else None

@@ -2,7 +2,7 @@
 
     precision = resolve_precision(options.precision, options.amp)   # --amp: fp16
     check_hardware(precision, ctxs)      # RunError (exit 2): one line, what is missing
-    use_precision(net, precision)        # before hybridize (`setup.prepare_model` calls it)
+    net = use_precision(net, precision)  # a new model (`setup.prepare_model` calls it)
 
 bf16 (bfloat16) runs on CPUs with avx512_bf16 or AMX and on GPUs of compute
 capability 8.0 or more; fp16 (float16) on GPUs (MXNet 1.9 has no float16 matrix
@@ -87,9 +87,10 @@ def gpu_capability(device):
 
 
 def use_precision(net, precision):
-    """Have `net`'s matrix products compute in `precision`; its parameters stay
-    float32 (`d2lbert.model.precision.compute_in`; before or after the fast path's
-    switch, the same model). Returns net."""
+    """A new model: `net` with its matrix products in `precision`; its parameters
+    (shared with `net`) stay float32, and `net` stays as it was
+    (`d2lbert.model.precision.compute_in`; before or after the fast path's switch,
+    the same model)."""
     return compute_in(net, PRECISIONS[precision])
 
 
