@@ -18,7 +18,7 @@ import numpy as onp
 from mxnet import np
 
 from ..util.numpy_mode import in_numpy_mode
-from .tasks.encoding import tokenizer_for, truncate_pair
+from .tasks.encoding import encode_text_pair, truncate_pair
 from .wordpiece import WordPieceVocab
 
 TRUNCATIONS = ('auto', 'google', 'transformers')
@@ -49,24 +49,6 @@ def truncation_rule(vocab, truncation):
     if truncation == 'auto':
         truncation = 'transformers' if isinstance(vocab, WordPieceVocab) else 'google'
     return truncate_as_transformers if truncation == 'transformers' else truncate_pair
-
-
-def encode_one(text, text_pair, vocab, max_len, truncate):
-    """`(token_ids, segments)` of `<cls> a <sep> [b <sep>]`, lists of int, the pair cut
-    by `truncate` (a rule of this module) to at most `max_len` tokens."""
-    tokenize = tokenizer_for(vocab)
-    num_specials = 2 if text_pair is None else 3
-    if max_len < num_specials:
-        raise ValueError(f'encode_batch: max_len={max_len} leaves no room for a token')
-    tokens_a, tokens_b = truncate(
-        tokenize(text), [] if text_pair is None else tokenize(text_pair),
-        max_len - num_specials)
-    token_ids = [vocab.cls_id, *vocab[tokens_a], vocab.sep_id]
-    segments = [0] * len(token_ids)
-    if text_pair is not None:
-        token_ids += [*vocab[tokens_b], vocab.sep_id]
-        segments += [1] * (len(tokens_b) + 1)
-    return token_ids, segments
 
 
 @in_numpy_mode
@@ -104,7 +86,9 @@ def encode_batch(vocab, texts: Union[str, Sequence[str]],
     pairs = [None] * len(texts) if text_pairs is None else list(text_pairs)
     if len(pairs) != len(texts):
         raise ValueError(f'encode_batch: {len(texts)} texts but {len(pairs)} text_pairs')
-    examples = [encode_one(text, pair, vocab, max_len, truncate)
+    if max_len < (2 if text_pairs is None else 3):
+        raise ValueError(f'encode_batch: max_len={max_len} leaves no room for a token')
+    examples = [encode_text_pair(text, pair, vocab, max_len, truncate=truncate)[:2]
                 for text, pair in zip(texts, pairs)]
     valid_lens = onp.array([len(token_ids) for token_ids, _ in examples], dtype='int32')
     tokens = onp.full((len(examples), valid_lens.max()), vocab.pad_id, dtype='int32')

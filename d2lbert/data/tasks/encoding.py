@@ -76,7 +76,7 @@ def truncate_pair(tokens_a, tokens_b, max_num_tokens):
     return tokens_a, tokens_b
 
 
-def encode_text_pair(text, text_pair, vocab, max_len, tokenize=None):
+def encode_text_pair(text, text_pair, vocab, max_len, tokenize=None, truncate=truncate_pair):
     """``(token_ids, segments, valid_len)`` of one text or a pair of texts.
 
     Args:
@@ -85,6 +85,7 @@ def encode_text_pair(text, text_pair, vocab, max_len, tokenize=None):
             ``vocab[list of tokens] -> ids``, ``cls_id`` and ``sep_id``).
         max_len: the most tokens, ``<cls>`` and ``<sep>`` included.
         tokenize: see :func:`tokenizer_for`.
+        truncate: how a pair too long is cut (:func:`truncate_pair`: Google's rule).
     Returns:
         token_ids, segments: lists of int of length valid_len <= max_len.
     """
@@ -92,7 +93,7 @@ def encode_text_pair(text, text_pair, vocab, max_len, tokenize=None):
     num_specials = 2 if text_pair is None else 3
     if max_len < num_specials:
         raise ValueError(f'max_len={max_len} leaves no room for a token')
-    tokens_a, tokens_b = truncate_pair(
+    tokens_a, tokens_b = truncate(
         tokenize(text), [] if text_pair is None else tokenize(text_pair),
         max_len - num_specials)
     token_ids = [vocab.cls_id, *vocab[tokens_a], vocab.sep_id]
