@@ -46,6 +46,13 @@ def quiet_about_lost_stops(previous_hook):
     return hook
 
 
+def quiet_finalizers(unraisable):
+    """The `sys.unraisablehook` of a process that a signal is ending: it says nothing.
+    The signal's exception can interrupt the making of an object (an MXNet array whose
+    handle was not yet set), whose finalizer then fails as Python frees it; the command
+    has said its one line."""
+
+
 @contextlib.contextmanager
 def stop_on_sigterm(then_ignore=False):
     """Within the block, SIGTERM raises `Stopped`, and so does Ctrl-C (SIGINT) unless
@@ -54,7 +61,8 @@ def stop_on_sigterm(then_ignore=False):
     defaults stay). then_ignore: the process ends after the block (the `d2lbert`
     program), so SIGTERM and Ctrl-C are ignored from then on: the command is done, its
     outputs in place, and a signal while Python and MXNet shut down must not turn its
-    success into a kill."""
+    success into a kill; after a signal, finalizers' errors are not printed either
+    (`quiet_finalizers`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -69,6 +77,7 @@ def stop_on_sigterm(then_ignore=False):
         yield
         raise_if_stopped()
     finally:
-        sys.unraisablehook = previous_unraisable_hook
+        sys.unraisablehook = (quiet_finalizers if then_ignore and received
+                              else previous_unraisable_hook)
         signal.signal(signal.SIGTERM, signal.SIG_IGN if then_ignore else previous_term)
         signal.signal(signal.SIGINT, signal.SIG_IGN if then_ignore else previous_int)
