@@ -19,6 +19,8 @@ either loads into the other, and both compute the same numbers:
 * `FastBERTModel` (`model.py`): the pretraining losses as one graph
   (`objective.py`) with the masked-LM gradient computed in the forward pass
   (`mlm_loss.py`);
+* `calibrate`, `int8_model` (`int8.py`): a new model whose encoder's products run
+  on oneDNN's int8 kernels, calibrated on some texts (`--precision int8`);
 * `FusedAdam`, `FusedAdamW`, `FusedBERTAdam` (`optimizer.py`): the optimizer's step, clipping,
   update and zeroing the gradients in one pass over each parameter; the trainer of a
   model on the fast path uses them (`d2lbert.run.setup` asks `fused_optimizer`).
@@ -38,6 +40,8 @@ from ..model.precision import book_class, link_reduced_layers
 from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
+from .int8 import (Int8Attention, Int8Dense, Int8Ranges, calibrate, int8_model,
+                   quantizable_layers)
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer
@@ -45,7 +49,8 @@ from .objective import PretrainingObjective
 from ..util.numpy_mode import numpy_mode_block
 
 for block_class in (FusedMultiHeadAttention, FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock,
-                    FusedBERTEncoder, FastBERTModel, PretrainingObjective):
+                    FusedBERTEncoder, FastBERTModel, PretrainingObjective, Int8Dense,
+                    Int8Attention):
     numpy_mode_block(block_class)  # as the book's blocks (`d2lbert.model`)
 
 FAST_BLOCKS = {MultiHeadAttention: FusedMultiHeadAttention, AddNorm: FusedAddNorm,

@@ -12,6 +12,7 @@ from ..run.files import write_file_atomically
 from ..run.npy_rows import write_npy_rows
 from ..run.options import Options, choice, integer, option, optional, text
 from ..run.precision import INFERENCE_PRECISIONS
+from ..util.hashing import sha1_of_file
 from ..util.options import flag
 from .sentence_config import folder_max_len, folder_pooling
 
@@ -20,7 +21,7 @@ from .sentence_config import folder_max_len, folder_pooling
 ENCODE_BATCH_SIZE = 128
 # the options that apply to one text, and those that apply to --data
 TEXT_OPTIONS, DATA_OPTIONS = ('save',), ('out', 'text_column', 'pooling', 'normalize',
-                                         'batch_size')
+                                         'batch_size', 'calibration')
 
 
 @dataclasses.dataclass
@@ -49,9 +50,14 @@ class EncodeOptions(Options):
                              integer(1))
     precision: str = option('auto', 'the type the matrix products compute in: fp32, bf16 '
                             '(a CPU with avx512_bf16 or AMX; the feed-forward blocks\' first '
-                            'layers stay fp32) or auto (with --data, bf16 where the CPU '
-                            'has it; one text, fp32)',
+                            'layers stay fp32), int8 (with --data, a CPU with AVX2: the '
+                            "encoder's products, calibrated on the first texts; products "
+                            'too far from fp32 stay fp32) or auto (with --data, bf16 where '
+                            'the CPU has it; one text, fp32; never int8)',
                             choice(INFERENCE_PRECISIONS))
+    calibration: str = option(None, 'with --data --precision int8: calibrate on the texts '
+                              'of this file (one per line) instead of the first of --data',
+                              text(optional=True))
     text: str = option(None, 'a sentence; separate a pair with " ||| " (or give --data)',
                        positional=True)
 
@@ -65,6 +71,10 @@ class EncodeOptions(Options):
         if given:
             applies = '--data' if self.text is not None else 'a single text'
             raise ValueError(f'{flag(given[0])} applies to {applies}: leave it out')
+        if self.text is not None and self.precision == 'int8':
+            raise ValueError('--precision int8 applies to --data (one text: fp32 or bf16)')
+        if self.calibration is not None and self.precision != 'int8':
+            raise ValueError('--calibration applies to --precision int8')
         if self.data is not None and self.out is None:
             raise ValueError('--data needs --out, the .npy file to write')
         if self.text_column is not None and not is_table_file(self.data):
@@ -125,11 +135,15 @@ def encoding_choices(options, net):
 def encode_file(options, net, vocab):
     """Write the vectors of the texts of --data to --out (see `EncodeOptions`), whole or
     not at all, the texts streamed; a progress line on stderr every few seconds.
-    Returns (number of texts, hidden size, pooling)."""
-    from .sentence_vectors import sentence_encoder, vectors_in_chunks  # the fast path
+    Returns (number of texts, hidden size, pooling, what ran in int8 or None)."""
+    from .sentence_vectors import int8_model, sentence_encoder, vectors_in_chunks
     source, count = data_source(options)
     pooling, max_len = encoding_choices(options, net)
     model = sentence_encoder(net, pooling, options.normalize, options.precision)
+    int8_line = None
+    if options.precision == 'int8':
+        texts, calibrated_on = calibration_texts(options, source)
+        model, int8_line = int8_model(model, vocab, texts, max_len, calibrated_on)
     progress = TextProgress(options.data, 'encoding', count)
     texts = (text for document in read_documents(source, lowercase=False)
              for text in document)
@@ -142,4 +156,22 @@ def encode_file(options, net, vocab):
     shape = (count, net.encoder.num_hiddens)
     write_file_atomically('--out', options.out, lambda f: write_npy_rows(f, chunks(), shape),
                           binary=True, overwrite=options.overwrite)
-    return count, shape[1], pooling
+    return count, shape[1], pooling, int8_line
+
+
+def calibration_texts(options, data):
+    """(the texts --precision int8 calibrates on: --calibration's lines, else those of
+    --data (the `TextSource` data), and where they came from: 'data' or the file's
+    SHA-1)."""
+    if options.calibration is None:
+        return (text for document in read_documents(data, lowercase=False)
+                for text in document), 'data'
+    try:
+        with open(options.calibration, encoding='utf-8') as f:
+            texts = [line.strip() for line in f if line.strip()]
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f'--calibration {options.calibration}: cannot read it ({error})') \
+            from None
+    if not texts:
+        raise ValueError(f'--calibration {options.calibration}: holds no text')
+    return iter(texts), sha1_of_file(options.calibration)
