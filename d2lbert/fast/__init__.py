@@ -40,8 +40,8 @@ from ..model.precision import book_class, link_reduced_layers
 from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
-from .int8 import (Int8Attention, Int8Dense, Int8Ranges, calibrate, int8_model,
-                   quantizable_layers)
+from .int8 import (SENTENCE_VECTOR_KINDS, TASK_MODEL_KINDS, Int8Attention, Int8Dense,
+                   Int8Ranges, calibrate, int8_model, quantizable_layers)
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer

@@ -105,8 +105,9 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     int8_line = None
     if precision == 'int8':
         prepare_model(net, 'fp32', load_fast_path(plain))
+        tools = load_fast_path(False)
         net, int8_line = int8_inference(net, lambda: calibration_batches(encoded, vocab),
-                                        load_fast_path(False))
+                                        tools, kinds=tools.TASK_MODEL_KINDS)
     else:
         prepare_inference(net, precision, load_fast_path(plain))
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),

@@ -20,7 +20,7 @@ from ..util.hashing import sha1_of_strings
 from .files import write_file_atomically
 
 CALIBRATION_TEXTS = 256  # texts measured; more moved no range by more than 2% (MiniLM)
-FORMAT = 1  # the file's format; a file of another is measured again
+FORMAT = 2  # the file's format; a file of another is measured again
 
 
 def calibration_folder():
@@ -55,7 +55,7 @@ def load_calibration(path, checksum, fast_path):
             kept = json.load(f)
         if kept['format'] != FORMAT or kept['model_sha1'] != checksum:
             return None
-        return fast_path.Int8Ranges(kept['ranges'], kept['errors'])
+        return fast_path.Int8Ranges(kept['ranges'], kept['errors'], kept['column_scales'])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -64,15 +64,18 @@ def save_calibration(path, checksum, ranges, texts):
     """Keep `ranges` (an `Int8Ranges`) for the model `checksum`, measured on `texts`
     texts, in `path`, whole or not at all."""
     record = {'format': FORMAT, 'model_sha1': checksum, 'texts': texts,
-              'ranges': ranges.ranges, 'errors': ranges.errors}
+              'ranges': ranges.ranges, 'errors': ranges.errors,
+              'column_scales': ranges.column_scales}
     write_file_atomically('calibration', path, lambda f: json.dump(record, f, indent=1))
 
 
-def int8_inference(net, batches, fast_path, source='data'):
+def int8_inference(net, batches, fast_path, source='data', kinds=None):
     """A new model, net's products in int8 as its calibration says (`fast_path.
     int8_model`), hybridized, and the line that says what runs in int8; net (float32,
     on the fast path) is left unchanged. batches: a function returning the calibration
-    batches (called only if no calibration is kept for net and `source`)."""
+    batches (called only if no calibration is kept for net and `source`); kinds: those
+    of products that may be int8 (default: `fast_path.SENTENCE_VECTOR_KINDS`)."""
+    kinds = kinds or fast_path.SENTENCE_VECTOR_KINDS
     checksum = model_checksum(net)
     path = calibration_path(checksum, source)
     ranges = load_calibration(path, checksum, fast_path)
@@ -83,8 +86,9 @@ def int8_inference(net, batches, fast_path, source='data'):
         ranges = fast_path.calibrate(net, batches)
         save_calibration(path, checksum, ranges, sum(len(batch[2]) for batch in batches))
         how = f'calibrated on {sum(len(batch[2]) for batch in batches)} texts, kept in {path}'
-    net8 = fast_path.int8_model(net, ranges)
+    net8 = fast_path.int8_model(net, ranges, kinds)
     net8.hybridize(static_alloc=True)
-    total, kept = len(ranges.ranges), len(ranges.float32_layers())
+    total = len(ranges.ranges)
+    kept = total - len(ranges.int8_layers(kinds))
     return net8, (f'int8: {total - kept} of {total} encoder products, {kept} kept fp32; '
                   f'{how}')
