@@ -118,3 +118,37 @@ def test_encode_int8_says_so_and_stays_near_fp32(workdir, capsys, monkeypatch):
     assert 'int8: ' in out and 'encoder products' in out and 'calibrated on 40 texts' in out
     cosines = (vectors['fp32'] * vectors['int8']).sum(axis=1)
     assert cosines.min() > 0.96 and cosines.mean() > 0.99  # calibrated on 10 texts only
+
+
+def test_an_int8_layer_is_the_numpy_int8_product():
+    """`Int8Dense` against the module doc's formula in NumPy (float64): the input's
+    columns divided by c, rounded with the range, clipped; the weight W c rounded row by
+    row; the integer sums scaled back, the bias added (d2lbert's kernels
+    `d2lbert_quantize`, `d2lbert_dequantize` around oneDNN's int8 product)."""
+    import mxnet as mx
+    from mxnet import np
+    from mxnet.gluon import nn
+    from d2lbert.fast import int8
+    rng = onp.random.default_rng(0)
+    dense = nn.Dense(24, flatten=False, in_units=16)
+    dense.initialize()
+    weight, bias = rng.normal(size=(24, 16)), rng.normal(size=24)
+    dense.weight.set_data(np.array(weight, dtype='float32'))
+    dense.bias.set_data(np.array(bias, dtype='float32'))
+    X = rng.normal(size=(2, 5, 16)) * onp.where(onp.arange(16) == 3, 20.0, 1.0)
+    columns = int8.smoothing_scales(X.reshape(-1, 16).astype('float32'),
+                                    weight.astype('float32'))
+    input_range = 0.8 * onp.abs(X / columns).max()  # some values clipped
+    layer = int8.Int8Dense(dense, input_range, columns.tolist())
+    for constant in (layer.weight_int8, layer.input_scales, layer.output_scales):
+        constant.initialize(ctx=mx.cpu())
+    layer.hybridize(static_alloc=True)
+    got = layer(np.array(X, dtype='float32')).asnumpy()
+    W = weight.astype('float32') * columns
+    row_scales = onp.abs(W).max(axis=1) / 127
+    W_int8 = onp.round(W / row_scales[:, None])
+    x_scale = input_range / 127
+    X_int8 = onp.clip(onp.round(X / columns / x_scale), -127, 127)
+    expected = (X_int8 @ W_int8.T) * (x_scale * row_scales) + bias
+    assert got.shape == (2, 5, 24)
+    onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)

@@ -192,26 +192,19 @@ def int8_product(F, X, weight_int8, input_scales, output_scales, bias, num_outpu
     """X (..., num_inputs) float32 times the int8 weight (num_outputs, num_inputs),
     returning float32 (..., num_outputs): X times input_scales (num_inputs,) (1 / (c_k
     s_x)) rounded to int8, the integer product, scaled by output_scales (num_outputs,)
-    (s_x s_j) and the bias added (see the module doc). Without d2lbert's kernels, MXNet's
-    own operators (the same numbers, more passes)."""
+    (s_x s_j) and the bias added (see the module doc). Needs d2lbert's kernels
+    (`kernels.available()`): MXNet's `quantize_v2` has one scale per tensor, and oneDNN's
+    graph pass fuses it with the product into one that rescales the sums by the ranges.
+    """
     module = mx.sym if isinstance(X, mx.sym.Symbol) else mx.nd
     rows = module.reshape(X.as_nd_ndarray(), shape=(-1, 0), reverse=True)  # 2 axes
     input_scales, output_scales, bias = kernels.as_legacy(input_scales, output_scales, bias)
-    if kernels.available():
-        X_int8 = module.d2lbert_quantize(rows, input_scales)
-    else:
-        X_int8 = module.contrib.quantize_v2(module.broadcast_mul(rows, input_scales),
-                                            out_type='int8', min_calib_range=-127.0,
-                                            max_calib_range=127.0)[0]
+    X_int8 = module.d2lbert_quantize(rows, input_scales)
     span = module.ones(shape=(1,))  # the operands' ranges: they change no sum
     sums = module.contrib.quantized_fully_connected(  # int32
         data=X_int8, weight=weight_int8.as_nd_ndarray(), min_data=-span, max_data=span,
         min_weight=-span, max_weight=span, no_bias=True, num_hidden=num_outputs)[0]
-    if kernels.available():
-        Y = module.d2lbert_dequantize(sums, output_scales, bias)
-    else:
-        Y = module.broadcast_add(module.broadcast_mul(module.cast(sums, dtype='float32'),
-                                                      output_scales), bias)
+    Y = module.d2lbert_dequantize(sums, output_scales, bias)
     return module.reshape_like(Y, X.as_nd_ndarray(), lhs_begin=0, lhs_end=1, rhs_begin=0,
                                rhs_end=-1).as_np_ndarray()
 

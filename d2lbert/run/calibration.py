@@ -17,6 +17,7 @@ import os
 
 from ..data.cache import data_home
 from ..util.hashing import sha1_of_strings
+from .errors import RunError
 from .files import write_file_atomically
 
 CALIBRATION_TEXTS = 256  # texts measured; more moved no range by more than 2% (MiniLM)
@@ -76,6 +77,9 @@ def int8_inference(net, batches, fast_path, source='data', kinds=None):
     batches (called only if no calibration is kept for net and `source`); kinds: those
     of products that may be int8 (default: `fast_path.SENTENCE_VECTOR_KINDS`)."""
     kinds = kinds or fast_path.SENTENCE_VECTOR_KINDS
+    if not fast_path.kernels.available():
+        raise RunError("--precision int8 needs d2lbert's CPU kernels, which could not be "
+                       'built here (see the warning above); use --precision fp32')
     checksum = model_checksum(net)
     path = calibration_path(checksum, source)
     ranges = load_calibration(path, checksum, fast_path)
