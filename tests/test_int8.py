@@ -67,10 +67,14 @@ def test_the_callers_model_is_unchanged():
 
 
 def test_the_calibration_is_kept_reused_and_another_models_ignored(tmp_path, monkeypatch):
+    """Kept on the first run, reused on the second; one for another model's checksum, or
+    measured on fewer texts than a calibration takes, is measured again."""
     import json
     from d2lbert import fast
+    from d2lbert.run import calibration
     from d2lbert.run.calibration import int8_inference
     monkeypatch.setenv('D2LBERT_HOME', str(tmp_path))
+    monkeypatch.setattr(calibration, 'CALIBRATION_TEXTS', 32)  # the batches' texts
     model = tiny_encoder()
     calls = []
 
@@ -87,6 +91,9 @@ def test_the_calibration_is_kept_reused_and_another_models_ignored(tmp_path, mon
     files[0].write_text(json.dumps({**kept, 'model_sha1': '0' * 40}))  # another model's
     int8_inference(model, counted, fast)
     assert len(calls) == 2 and json.loads(files[0].read_text())['model_sha1'] != '0' * 40
+    monkeypatch.setattr(calibration, 'CALIBRATION_TEXTS', 64)  # kept: on too few texts
+    int8_inference(model, counted, fast)
+    assert len(calls) == 3
 
 
 def test_auto_never_chooses_int8():

@@ -9,7 +9,8 @@ of a run's data (or of --calibration FILE), and kept as a JSON file in the folde
 `calibration_folder()` (``$D2LBERT_HOME/int8``, the user's cache), named by the model's
 checksum (of its encoder's parameters) and where the texts came from: a later run of the
 same model finds it and calibrates no more. A file that names another model's checksum,
-or other layers, is ignored and replaced. It is written whole or not at all.
+or other layers, or was measured on fewer texts (a run on fewer than CALIBRATION_TEXTS
+texts calibrates each time), is ignored and replaced. It is written whole or not at all.
 """
 import hashlib
 import json
@@ -50,11 +51,13 @@ def calibration_path(checksum, source='data'):
 
 def load_calibration(path, checksum, fast_path):
     """The `Int8Ranges` kept in `path` for the model `checksum`, or None if there is
-    none, or it is for another model or format, or unreadable."""
+    none, or it is for another model or format, or measured on fewer than
+    CALIBRATION_TEXTS texts (a short first run's), or unreadable."""
     try:
         with open(path, encoding='utf-8') as f:
             kept = json.load(f)
-        if kept['format'] != FORMAT or kept['model_sha1'] != checksum:
+        if (kept['format'] != FORMAT or kept['model_sha1'] != checksum
+                or kept['texts'] < CALIBRATION_TEXTS):
             return None
         return fast_path.Int8Ranges(kept['ranges'], kept['errors'], kept['column_scales'])
     except (OSError, ValueError, KeyError, TypeError):
