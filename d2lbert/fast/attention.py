@@ -28,6 +28,11 @@ class FusedMultiHeadAttention(MultiHeadAttention):
         qkv = fully_connected(F, dtype, X, weight, bias, cast_output=not in_bfloat16,
                               num_hidden=3 * self.num_hiddens,
                               flatten=False)  # (..., 3 * num_hiddens)
+        return self.attend(F, X, qkv, valid_lens, in_bfloat16)
+
+    def attend(self, F, X, qkv, valid_lens, in_bfloat16=False):
+        """The attention of the projections `qkv` (..., 3 * num_hiddens), interleaved
+        per head (in bfloat16 if in_bfloat16), of X, through the output layer."""
         if valid_lens is None:  # every key is valid
             valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
         training = kernels.training_flag(F, X)
