@@ -1,4 +1,12 @@
-"""Multi-head attention on d2lbert's attention kernel."""
+"""Multi-head attention on d2lbert's attention kernel.
+
+`FusedMultiHeadAttention` has `MultiHeadAttention`'s parameters and computes its
+results: X (batch_size, seq_len, num_hiddens), or packed (num_rows, num_hiddens)
+(`d2lbert.fast.encoder`), to X's shape. The Q/K/V projections are one product, its
+columns interleaved per head [q_1 k_1 v_1 ...]; where the kernel can't run (GPU,
+float16) the book's computation runs; under bfloat16 it takes the projection and gives
+the context in bfloat16, no casts.
+"""
 from ..model.attention import MultiHeadAttention
 from ..model.precision import COMPUTE_DTYPES, compute_dtype, fully_connected
 from ..util.numpy_mode import numpy_mode_block
@@ -7,15 +15,8 @@ from . import kernels
 
 @numpy_mode_block
 class FusedMultiHeadAttention(MultiHeadAttention):
-    """`MultiHeadAttention` (same parameters, same results) whose scores, masked
-    softmax, dropout and weighted sum run in one operator, `d2lbert_attention`.
-
-    forward(X, valid_lens): X (batch_size, seq_len, num_hiddens), or packed
-    (num_rows, num_hiddens) (`d2lbert.fast.encoder`); returns X's shape. The Q/K/V
-    projections are one product, its columns interleaved per head [q_1 k_1 v_1 ...].
-    Where the kernel can't run (GPU, float16) the book's computation runs; under
-    bfloat16 it takes the projection and gives the context in bfloat16, no casts.
-    """
+    """`MultiHeadAttention` whose scores, masked softmax, dropout and weighted sum run
+    in one operator: X (batch_size, seq_len, H) or packed (num_rows, H) -> X's shape."""
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
         if not kernels.usable(self.query_weight):
