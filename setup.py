@@ -38,9 +38,12 @@ setup(
         # the bench's peers, at the versions docs/performance.md measured: the d2l book's
         # code, GluonNLP 0.10's BERT (the last for MXNet 1.x) and transformers on PyTorch
         # 2.13.0 (the CPU wheel this machine image holds); sentence-transformers, the peer
-        # of encode --data (bench/inference.py) and its tests' reference
+        # of encode --data (bench/inference.py) and its tests' reference; ONNX Runtime and
+        # ONNX, encode's peer in float32 and int8 (optimum, which sentence-transformers'
+        # backend='onnx' needs, resolves only with transformers 4.x: the bench exports
+        # MiniLM with torch.onnx and quantizes it as optimum's avx2 configuration does)
         'bench': ['d2l==1.0.3', 'gluonnlp==0.10.0', 'transformers==5.17.*', 'torch==2.13.0',
-                  'sentence-transformers==5.7.*'],
+                  'sentence-transformers==5.7.*', 'onnxruntime==1.32.*', 'onnx==1.23.*'],
         # the references the tests compare to: transformers (5.17 still has
         # transformers.data.metrics.squad_metrics, 5.24 not), scikit-learn, SciPy and
         # seqeval (fine-tuning metrics), GluonNLP; playwright drives Debian's chromium in

@@ -130,8 +130,8 @@ def add_predict_parser(subparsers):
 
 
 def check_cpu_precision(precision):
-    """--precision bf16 needs a CPU with avx512_bf16 or AMX (`run.precision`); returns
-    the precision to run in ('auto' resolved)."""
+    """--precision bf16 needs a CPU with avx512_bf16 or AMX, int8 oneDNN's int8 kernels
+    (`run.precision`); returns the precision to run in ('auto' resolved)."""
     import mxnet as mx
     from .run.precision import check_hardware, inference_precision
     precision = inference_precision(precision, mx.cpu())
@@ -158,6 +158,9 @@ def run_predict(args):
         raise ValueError(f'--data {args.data}: no such file')
     check_output('--out', args.out, {'--data': args.data, '--model': args.model})
     if info.head == 'question_answering':
+        if args.precision == 'int8':
+            raise ValueError('--precision int8: a question-answering model predicts in fp32 '
+                             'or bf16')
         return run_predict_squad(args)
     check_output_file('--out', args.out)
     check_new_file('--out', args.out, args.overwrite)
@@ -165,8 +168,8 @@ def run_predict(args):
                       precision=args.precision, overwrite=args.overwrite)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
-    print(f'wrote {summary["examples"]} predictions to {args.out} (matrix products in '
-          f'{args.precision}){shown}')
+    products = summary['int8'] or f'matrix products in {args.precision}'
+    print(f'wrote {summary["examples"]} predictions to {args.out} ({products}){shown}')
 
 
 def run_predict_squad(args):
@@ -270,10 +273,11 @@ def run_encode_file(args):
     check_new_file('--out', args.out, args.overwrite)
     data_source(args)  # a file that is not text, or holds none: refused before loading
     net, vocab = load_model_flag(args.model)
-    count, hiddens, pooling = encode_file(args, net, vocab)
+    count, hiddens, pooling, int8_line = encode_file(args, net, vocab)
     normalized = ', normalized' if args.normalize else ''
+    products = f'; {int8_line}' if int8_line else ''
     print(f'wrote {count} vectors of {hiddens} ({pooling} pooling{normalized}) to '
-          f'{args.out}')
+          f'{args.out}{products}')
 
 
 def add_fill_mask_parser(subparsers):

@@ -51,7 +51,7 @@ from .rounds import merge_rounds, round_orders, steps_per_round
 
 PRETRAINING_IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp')
 IMPLEMENTATIONS = ('d2lbert', 'd2l', 'gluonnlp', 'transformers')
-BENCH_PRECISIONS = ('fp32', 'bf16')
+BENCH_PRECISIONS = ('fp32', 'bf16', 'int8')  # int8: inference only
 # the implementations that also run in reduced precision, beside their float32 rows
 REDUCED_PRECISION_IMPLEMENTATIONS = ('d2lbert', 'transformers')
 
@@ -69,6 +69,12 @@ def rows_of(implementations, precision):
         rows += [(row_name(impl, precision), impl, precision) for impl in implementations
                  if impl in REDUCED_PRECISION_IMPLEMENTATIONS]
     return rows
+
+
+def training_precision(options):
+    """The precision of the training lines' reduced-precision rows: --precision, but
+    fp32 for int8 (an inference precision: the training lines get no int8 rows)."""
+    return 'fp32' if options.precision == 'int8' else options.precision
 
 
 def check_device(name, device):
@@ -123,7 +129,9 @@ class BenchOptions(Options):
     precision: str = option('fp32', 'bf16: also time d2lbert computing in bfloat16 and '
                             'transformers under torch.autocast bfloat16, as rows beside '
                             'their float32 ones (inference: d2lbert encode and predict '
-                            '--precision bf16) (needs avx512_bf16 or AMX)',
+                            '--precision bf16) (needs avx512_bf16 or AMX); int8: '
+                            'inference rows of encode and predict --precision int8 (the '
+                            'training lines in fp32 only)',
                             choice(BENCH_PRECISIONS))
     sentence_model: str = option(
         None, "inference: the sentence-transformers model (a Hugging Face BERT folder) "
@@ -184,8 +192,8 @@ def bench_steps(options, log=print):
     rounds (`rounds.py`), each round in a fresh process."""
     results = {}
     implementations = [i for i in PRETRAINING_IMPLEMENTATIONS if i in options.only]
-    rows = {name: (impl, precision)
-            for name, impl, precision in rows_of(implementations, options.precision)}
+    rows = {name: (impl, precision) for name, impl, precision
+            in rows_of(implementations, training_precision(options))}
     steps = steps_per_round(options.steps, options.rounds)
     for name in (name for name in options.configs if name in CONFIGS):
         config = get_config(name)
@@ -210,7 +218,7 @@ def bench_finetune(options, log=print, line=FINETUNE):
     runs = {'config': config.to_dict(), 'pairs': len(timed),
             'mean_pair_tokens': sum(pair.valid_len for pair in timed) / len(timed)}
     implementations = [i for i in FINETUNE_MODULES[line] if i in options.only]
-    precision = options.precision if line == FINETUNE else 'fp32'
+    precision = training_precision(options) if line == FINETUNE else 'fp32'
     rows = {row: (impl, precision) for row, impl, precision
             in rows_of(implementations, precision)
             if impl != 'transformers' or options.device == 'cpu'}

@@ -3,10 +3,12 @@ predict --data` processes timed (process start included) against sentence-transf
 `encode(batch_size=64)` and transformers' `BertForSequenceClassification` over
 length-sorted batches of 64 (model loading excluded), on the same SST-2 training
 sentences, each in its own process with the same OMP_NUM_THREADS; and how close the
-outputs are (the least cosine of a row; the share of equal labels).
+outputs are (the cosines of the rows; the share of equal labels). Where onnxruntime is
+installed, encode has two more peers: MiniLM exported to ONNX and run by ONNX Runtime,
+in float32 and dynamically quantized to int8 (`onnx_session`).
 
     python -m d2lbert.bench.inference --model MINILM_FOLDER --classifier RUN \\
-        --texts 20000 --threads 2 --precisions fp32,bf16 --json inference.json
+        --texts 20000 --threads 2 --precisions fp32,bf16,int8 --json inference.json
 
 --classifier (a `d2lbert finetune` output folder) is optional: without it, encode only.
 The same measurement is the 'inference' part of `d2lbert bench` (`d2lbert bench
@@ -24,7 +26,7 @@ import time
 import numpy as onp
 
 from ..run.files import check_output, write_file_atomically
-from .inference_inputs import SST2_TRAIN
+from .inference_inputs import ORT_PEERS, SST2_TRAIN
 from .machine import describe_machine
 
 PEER_BATCH_SIZE = 64
@@ -87,7 +89,12 @@ def peer(kind, model, texts_file, out, threads):
     torch.set_num_threads(threads)
     with open(texts_file, encoding='utf-8') as f:
         texts = f.read().splitlines()
-    if kind == 'sentence-transformers':
+    if kind in ORT_PEERS:
+        session, tokenizer = onnx_session(model, kind == 'onnxruntime int8', threads)
+        start = time.perf_counter()
+        outputs = onnx_vectors(session, tokenizer, texts)
+        seconds = time.perf_counter() - start
+    elif kind == 'sentence-transformers':
         from sentence_transformers import SentenceTransformer
         encoder = SentenceTransformer(model, device='cpu')
         start = time.perf_counter()
@@ -112,6 +119,74 @@ def peer(kind, model, texts_file, out, threads):
     return seconds
 
 
+def onnx_session(model, int8, threads):
+    """(an ONNX Runtime session of the Hugging Face BERT folder `model`'s encoder, its
+    tokenizer): exported by torch.onnx (opset 14, dynamic batch and length); int8: its
+    products quantized as `export_dynamic_quantized_onnx_model(model, 'avx2', ...)` of
+    sentence-transformers does through optimum's `AutoQuantizationConfig.avx2(
+    is_static=False)` (ONNX Runtime's `quantize_dynamic`: uint8 weights, symmetric, per
+    output channel; uint8 activations ranged per batch)."""
+    import onnxruntime
+    import torch
+    import transformers
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
+    bert = transformers.AutoModel.from_pretrained(model, attn_implementation='eager').eval()
+
+    class Encoder(torch.nn.Module):  # the token encodings, from positional inputs
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                             token_type_ids=token_type_ids).last_hidden_state
+    names = ['input_ids', 'attention_mask', 'token_type_ids']
+    example = tokenizer(['an example', 'another example text'], padding=True,
+                        return_tensors='pt')
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, 'model.onnx')
+    torch.onnx.export(Encoder(), tuple(example[name] for name in names), path,
+                      input_names=names, output_names=['hidden'], opset_version=14,
+                      dynamic_axes={name: {0: 'batch', 1: 'length'}
+                                    for name in names + ['hidden']}, dynamo=False)
+    if int8:
+        quantized = os.path.join(folder, 'model-int8.onnx')
+        quantize_dynamic(path, quantized, weight_type=QuantType.QUInt8, per_channel=True,
+                         extra_options={'WeightSymmetric': True})
+        path = quantized
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    return onnxruntime.InferenceSession(path, options,
+                                        providers=['CPUExecutionProvider']), tokenizer
+
+
+def onnx_vectors(session, tokenizer, texts):
+    """The mean-pooled, normalized vectors of texts (as sentence-transformers' MiniLM
+    gives them), in batches of PEER_BATCH_SIZE texts of similar length."""
+    lengths = [len(ids) for ids in tokenizer(texts)['input_ids']]
+    order = onp.argsort(lengths, kind='stable')
+    vectors = None
+    for first in range(0, len(texts), PEER_BATCH_SIZE):
+        rows = order[first:first + PEER_BATCH_SIZE]
+        inputs = tokenizer([texts[i] for i in rows], padding=True, truncation=True,
+                           max_length=256, return_tensors='np')
+        hidden = session.run(None, {name: inputs[name].astype('int64') for name in
+                                    ('input_ids', 'attention_mask', 'token_type_ids')})[0]
+        mask = inputs['attention_mask'][:, :, None].astype('float32')
+        mean = (hidden * mask).sum(axis=1) / mask.sum(axis=1)
+        if vectors is None:
+            vectors = onp.empty((len(texts), mean.shape[1]), dtype='float32')
+        vectors[rows] = mean / onp.linalg.norm(mean, axis=1, keepdims=True)
+    return vectors
+
+
+def onnxruntime_installed():
+    """Whether ONNX Runtime and ONNX (the exporter's output) are installed."""
+    import importlib.util
+    return all(importlib.util.find_spec(name) for name in ('onnxruntime', 'onnx'))
+
+
 def timed_peer(kind, model, texts_file, out, threads):
     """The seconds `peer` reports, run in a process of its own."""
     _, stdout = timed_process(
@@ -129,6 +204,11 @@ def bench_encode(model, txt, folder, precisions, threads, log=print):
     results = {'sentence-transformers': {'seconds': timed_peer(
         'sentence-transformers', model, txt, theirs, threads)}}
     reference = onp.load(theirs)
+    for kind in ORT_PEERS if onnxruntime_installed() else ():
+        log(f'inference: encode / {kind} ...')
+        vectors = os.path.join(folder, f"{kind.replace(' ', '-')}.npy")
+        results[kind] = {'seconds': timed_peer(kind, model, txt, vectors, threads),
+                         **cosines_to(onp.load(vectors), reference)}
     for precision in precisions:
         log(f'inference: encode / d2lbert {precision} ...')
         ours = os.path.join(folder, f'emb-{precision}.npy')
@@ -138,10 +218,20 @@ def bench_encode(model, txt, folder, precisions, threads, log=print):
              precision], threads)
         vectors = onp.load(ours)
         results[f'd2lbert {precision}'] = {
-            'seconds': seconds, 'rows': len(vectors),
-            'min_cosine': float((vectors * reference).sum(axis=1).min()),
+            'seconds': seconds, 'rows': len(vectors), **cosines_to(vectors, reference),
             'speedup': results['sentence-transformers']['seconds'] / seconds}
+        if 'onnxruntime int8' in results:
+            results[f'd2lbert {precision}']['speedup_over_onnxruntime_int8'] = (
+                results['onnxruntime int8']['seconds'] / seconds)
     return results
+
+
+def cosines_to(vectors, reference):
+    """{'min_cosine', 'mean_cosine', 'percentile_1_cosine'} of each row of vectors to the
+    same row of reference (both normalized)."""
+    cosines = (vectors * reference).sum(axis=1)
+    return {'min_cosine': float(cosines.min()), 'mean_cosine': float(cosines.mean()),
+            'percentile_1_cosine': float(onp.percentile(cosines, 1))}
 
 
 def bench_predict(classifier, tsv, txt, folder, precisions, threads, log=print):
@@ -196,7 +286,8 @@ def main(argv=None):
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--precisions', default='fp32,bf16')
     parser.add_argument('--json', help='write the results to this file')
-    parser.add_argument('--peer', choices=('sentence-transformers', 'transformers'),
+    parser.add_argument('--peer', choices=('sentence-transformers', 'transformers',
+                                           *ORT_PEERS),
                         help=argparse.SUPPRESS)
     parser.add_argument('--peer-texts', help=argparse.SUPPRESS)
     parser.add_argument('--peer-out', help=argparse.SUPPRESS)

@@ -6,6 +6,8 @@ import importlib.util
 import os
 
 INFERENCE = 'inference'  # the part's name in `d2lbert bench --configs`
+# encode's further peers, where onnxruntime is installed (the [bench] extra)
+ORT_PEERS = ('onnxruntime fp32', 'onnxruntime int8')
 SST2_TRAIN = os.path.join('..', 'shared', 'data', 'sst-2', 'train.tsv')
 
 

@@ -4,7 +4,7 @@ import os
 from typing import NamedTuple
 
 from .finetune_lines import FINETUNE, SQUAD
-from .inference_inputs import INFERENCE
+from .inference_inputs import INFERENCE, ORT_PEERS
 from .machine import machine_line
 from .rounds import steps_per_round
 
@@ -33,6 +33,14 @@ PRECISION_TARGETS = [
      (FINETUNE, 'bert.small', 'd2lbert bf16', 'd2lbert'), 1.3),
     ('fine-tuning (bert.small): d2lbert bf16 vs transformers bf16 autocast',
      (FINETUNE, 'bert.small', 'd2lbert bf16', 'transformers bf16'), 2.5),
+]
+
+# `--precision int8`'s targets: (description, (command, peer row), ratio of seconds)
+INT8_TARGETS = [
+    ('encode --data int8 vs sentence-transformers fp32', ('encode', 'sentence-transformers'),
+     2.0),
+    ('encode --data int8 vs ONNX Runtime int8', ('encode', 'onnxruntime int8'), 1.25),
+    ('predict --data int8 vs transformers length-sorted', ('predict', 'transformers'), 2.0),
 ]
 
 
@@ -157,14 +165,31 @@ def evaluate_targets(results):
     inference targets]; value None: not measured."""
     rows = []
     targets = [(text, where, required) for text, where, required in TARGETS]
-    if (results.get('options') or {}).get('precision', 'fp32') != 'fp32':
+    if (results.get('options') or {}).get('precision', 'fp32') == 'bf16':
         targets += [(text, ('row_ratio', *where), required)
                     for text, where, required in PRECISION_TARGETS]
     for text, where, required in targets:
         value = measured(results, where)
         rows.append({'target': text, 'value': value, 'required': required,
                      'passed': None if value is None else value >= required})
-    return rows + [inference_target(results, command) for command in INFERENCE_COMMANDS]
+    return (rows + [inference_target(results, command) for command in INFERENCE_COMMANDS]
+            + int8_targets(results))
+
+
+def int8_targets(results):
+    """`--precision int8`'s targets (INT8_TARGETS: issue 60), where int8 rows were
+    measured: seconds of the peer's row over d2lbert int8's."""
+    inference = results.get(INFERENCE) or {}
+    rows = []
+    for text, (command, peer), required in INT8_TARGETS:
+        runs = inference.get(command) if _ok(inference.get(command)) else None
+        if not runs or 'd2lbert int8' not in runs:
+            continue
+        value = (runs[peer]['seconds'] / runs['d2lbert int8']['seconds']
+                 if peer in runs else None)
+        rows.append({'target': text, 'value': value, 'required': required,
+                     'passed': None if value is None else value >= required})
+    return rows
 
 
 def _table(header, rows):
@@ -337,7 +362,9 @@ def inference_rows(results):
         if runs is None:
             continue
         ours = [runs[f'd2lbert {precision}'] for precision in precisions]
-        rows.append([command.shown, f"{command.peer} {runs[command.peer]['seconds']:.1f} s",
+        peers = [command.peer] + [peer for peer in ORT_PEERS if peer in runs]
+        rows.append([command.shown, ', '.join(f"{peer} {runs[peer]['seconds']:.1f} s"
+                                              for peer in peers),
                      *[f"{run['seconds']:.1f} s ({_x(run['speedup'])})" for run in ours],
                      f'{command.reads} ' + ', '.join(
                          f'{closeness_text(run[command.closeness])} ({precision})'

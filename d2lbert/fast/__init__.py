@@ -20,6 +20,8 @@ other, both compute the same numbers, and `net` is left as it was:
 * `FastBERTModel` (`model.py`): the pretraining losses as one graph
   (`objective.py`) with the masked-LM gradient computed in the forward pass
   (`mlm_loss.py`);
+* `calibrate`, `int8_model` (`int8.py`): a new model whose encoder's products run
+  on oneDNN's int8 kernels, calibrated on some texts (`--precision int8`);
 * `FusedAdam`, `FusedAdamW`, `FusedBERTAdam` (`optimizer.py`): the optimizer's step, clipping,
   update and zeroing the gradients in one pass over each parameter; the trainer of a
   model on the fast path uses them (`d2lbert.run.setup` asks `fused_optimizer`).
@@ -40,6 +42,8 @@ from ..util.shared_blocks import copy_sharing_parameters
 from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
+from .int8 import (SENTENCE_VECTOR_KINDS, TASK_MODEL_KINDS, Int8Attention, Int8Dense,
+                   Int8Ranges, calibrate, int8_model, quantizable_layers)
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer

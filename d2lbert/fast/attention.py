@@ -1,4 +1,12 @@
-"""Multi-head attention on d2lbert's attention kernel."""
+"""Multi-head attention on d2lbert's attention kernel.
+
+`FusedMultiHeadAttention` has `MultiHeadAttention`'s parameters and computes its
+results: X (batch_size, seq_len, num_hiddens), or packed (num_rows, num_hiddens)
+(`d2lbert.fast.encoder`), to X's shape. The Q/K/V projections are one product, its
+columns interleaved per head [q_1 k_1 v_1 ...]; where the kernel can't run (GPU,
+float16) the book's computation runs; under bfloat16 it takes the projection and gives
+the context in bfloat16, no casts.
+"""
 from ..model.attention import MultiHeadAttention
 from ..model.precision import COMPUTE_DTYPES, compute_dtype, fully_connected
 from ..util.numpy_mode import numpy_mode_block
@@ -7,15 +15,8 @@ from . import kernels
 
 @numpy_mode_block
 class FusedMultiHeadAttention(MultiHeadAttention):
-    """`MultiHeadAttention` (same parameters, same results) whose scores, masked
-    softmax, dropout and weighted sum run in one operator, `d2lbert_attention`.
-
-    forward(X, valid_lens): X (batch_size, seq_len, num_hiddens), or packed
-    (num_rows, num_hiddens) (`d2lbert.fast.encoder`); returns X's shape. The Q/K/V
-    projections are one product, its columns interleaved per head [q_1 k_1 v_1 ...].
-    Where the kernel can't run (GPU, float16) the book's computation runs; under
-    bfloat16 it takes the projection and gives the context in bfloat16, no casts.
-    """
+    """`MultiHeadAttention` whose scores, masked softmax, dropout and weighted sum run
+    in one operator: X (batch_size, seq_len, H) or packed (num_rows, H) -> X's shape."""
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
         if not kernels.usable(self.query_weight):
@@ -28,6 +29,11 @@ class FusedMultiHeadAttention(MultiHeadAttention):
         qkv = fully_connected(F, dtype, X, weight, bias, cast_output=not in_bfloat16,
                               num_hidden=3 * self.num_hiddens,
                               flatten=False)  # (..., 3 * num_hiddens)
+        return self.attend(F, X, qkv, valid_lens, in_bfloat16)
+
+    def attend(self, F, X, qkv, valid_lens, in_bfloat16=False):
+        """The attention of the projections `qkv` (..., 3 * num_hiddens), interleaved
+        per head (in bfloat16 if in_bfloat16), of X, through the output layer."""
         if valid_lens is None:  # every key is valid
             valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
         training = kernels.training_flag(F, X)

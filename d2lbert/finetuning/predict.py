@@ -14,12 +14,14 @@ import json
 
 import mxnet as mx
 
-from ..data.tasks import encode_task
+from ..data.tasks import encode_task, length_sorted_batches
+from ..run.calibration import CALIBRATION_TEXTS, int8_inference
+from ..run.devices import to_device
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
 from ..run.options import Options, choice, integer, option, optional, text
 from ..run.precision import INFERENCE_PRECISIONS
-from ..run.setup import prepare_inference
+from ..run.setup import prepare_inference, prepare_model
 from ..util.options import flag
 from .fast_choice import load_fast_path
 from .task_model import load_task_model
@@ -47,8 +49,10 @@ class PredictOptions(Options):
     overwrite: bool = option(False, 'replace the file --out if it exists (SQuAD: the '
                              'folder --out, whole) (default: refuse)')
     precision: str = option('auto', 'the type the matrix products compute in: fp32, bf16 (a '
-                            'CPU with avx512_bf16 or AMX) or auto (bf16 where the CPU has '
-                            'it, else fp32)', choice(INFERENCE_PRECISIONS))
+                            'CPU with avx512_bf16 or AMX), int8 (with --data, a CPU with '
+                            "AVX2: the encoder's products, calibrated on the first examples; "
+                            'products too far from fp32 stay fp32) or auto (bf16 where the '
+                            'CPU has it, else fp32; never int8)', choice(INFERENCE_PRECISIONS))
 
     def __post_init__(self):
         if self.batch_size is None and not self.answers_one_question():
@@ -61,6 +65,9 @@ class PredictOptions(Options):
     def check_together(self):
         """--question answers one question: --data's options do not apply."""
         if self.answers_one_question():
+            if self.precision == 'int8':
+                raise ValueError('--precision int8 applies to --data (a question: fp32 or '
+                                 'bf16)')
             for name in ('data', 'out', 'batch_size'):
                 if getattr(self, name) is not None:
                     raise ValueError(f'{flag(name)} does not apply to --question and '
@@ -84,16 +91,25 @@ def label_probabilities(info, row):
     return {label: round(float(p), DIGITS) for label, p in zip(info.labels, row)}
 
 
-def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precision='fp32', overwrite=True):
+def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precision='fp32',
+            overwrite=True):
     """Write the predictions of the model folder `model` for the task file `data` to
     the JSON lines file `out` (replacing a file there only if overwrite), the matrix
-    products in `precision` ('fp32', 'bf16'); returns {'examples': n, 'scores': {...} or
-    None}."""
+    products in `precision` ('fp32', 'bf16', 'int8': calibrated on the first examples
+    of data, `run.calibration`); returns {'examples': n, 'scores': {...} or None,
+    'int8': the line that says what ran in int8, or None}."""
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = TASKS[info.task].reader.file(data, info.labels, 'class' if info.labels
                                               is not None else 'number')
-    net = prepare_inference(net, precision, load_fast_path(plain))
     encoded = encode_task(task_data, vocab, info.max_len)
+    int8_line = None
+    if precision == 'int8':
+        net = prepare_model(net, 'fp32', load_fast_path(plain))
+        tools = load_fast_path(False)
+        net, int8_line = int8_inference(net, lambda: calibration_batches(encoded, vocab),
+                                        tools, kinds=tools.TASK_MODEL_KINDS)
+    else:
+        net = prepare_inference(net, precision, load_fast_path(plain))
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
                                                  vocab.pad_id, batch_size)
     records = [prediction_record(info, example, prediction, probs) for example, prediction,
@@ -104,4 +120,12 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     labelled = task_data.examples and all(
         getattr(example, 'label', True) is not None for example in task_data.examples)
     scores = task_scores_of(info, task_data, encoded, predictions) if labelled else None
-    return {'examples': len(encoded), 'scores': scores}
+    return {'examples': len(encoded), 'scores': scores, 'int8': int8_line}
+
+
+def calibration_batches(encoded, vocab, batch_size=64):
+    """The batches of the first CALIBRATION_TEXTS of `encoded` (`EncodedExample`s), on
+    the CPU, as a task model takes them."""
+    for _, batch in length_sorted_batches(encoded[:CALIBRATION_TEXTS], batch_size,
+                                          vocab.pad_id):
+        yield [to_device(array, mx.cpu()) for array in batch[:3]]

@@ -12,6 +12,7 @@ from ..run.files import write_file_atomically
 from ..run.npy_rows import write_npy_rows
 from ..run.options import Options, choice, integer, option, optional, text
 from ..run.precision import INFERENCE_PRECISIONS
+from ..util.hashing import sha1_of_file
 from ..util.options import flag
 from .sentence_config import folder_max_len, folder_pooling
 
@@ -20,7 +21,7 @@ from .sentence_config import folder_max_len, folder_pooling
 ENCODE_BATCH_SIZE = 128
 # the options that apply to one text, and those that apply to --data
 TEXT_OPTIONS, DATA_OPTIONS = ('save',), ('out', 'text_column', 'pooling', 'normalize',
-                                         'batch_size')
+                                         'batch_size', 'calibration')
 
 
 @dataclasses.dataclass
@@ -49,9 +50,14 @@ class EncodeOptions(Options):
                              integer(1))
     precision: str = option('auto', 'the type the matrix products compute in: fp32, bf16 '
                             '(a CPU with avx512_bf16 or AMX; the feed-forward blocks\' first '
-                            'layers stay fp32) or auto (with --data, bf16 where the CPU '
-                            'has it; one text, fp32)',
+                            'layers stay fp32), int8 (with --data, a CPU with AVX2: the '
+                            "encoder's products, calibrated on the first texts; products "
+                            'too far from fp32 stay fp32) or auto (with --data, bf16 where '
+                            'the CPU has it; one text, fp32; never int8)',
                             choice(INFERENCE_PRECISIONS))
+    calibration: str = option(None, 'with --data --precision int8: calibrate on the texts '
+                              'of this file (one per line) instead of the first of --data',
+                              text(optional=True))
     text: str = option(None, 'a sentence; separate a pair with " ||| " (or give --data)',
                        positional=True)
 
@@ -65,6 +71,10 @@ class EncodeOptions(Options):
         if given:
             applies = '--data' if self.text is not None else 'a single text'
             raise ValueError(f'{flag(given[0])} applies to {applies}: leave it out')
+        if self.text is not None and self.precision == 'int8':
+            raise ValueError('--precision int8 applies to --data (one text: fp32 or bf16)')
+        if self.calibration is not None and self.precision != 'int8':
+            raise ValueError('--calibration applies to --precision int8')
         if self.data is not None and self.out is None:
             raise ValueError('--data needs --out, the .npy file to write')
         if self.text_column is not None and not is_table_file(self.data):
@@ -128,13 +138,15 @@ def encode_file(options, net, vocab):
     core of `encode_texts` (`text_vectors`), its chunks streamed to the .npy file,
     whole or not at all; row i is the vector of line (row) i, a blank one's too. A
     progress line on stderr every few seconds. Returns (number of texts, hidden size,
-    pooling)."""
+    pooling, what ran in int8 or None)."""
     from .sentence_vectors import text_vectors  # the fast path
     source, count = data_source(options)
     pooling, max_len = encoding_choices(options, net)
+    calibration = None if options.calibration is None else calibration_file(options)
     progress = TextProgress(options.data, 'encoding', count)
-    vectors = text_vectors(net, vocab, texts_by_row(source), pooling, options.batch_size,
-                           options.normalize, max_len, options.precision)
+    vectors, int8_line = text_vectors(net, vocab, texts_by_row(source), pooling,
+                                      options.batch_size, options.normalize, max_len,
+                                      options.precision, calibration)
 
     def chunks():
         for rows in vectors:
@@ -144,4 +156,18 @@ def encode_file(options, net, vocab):
     shape = (count, net.encoder.num_hiddens)
     write_file_atomically('--out', options.out, lambda f: write_npy_rows(f, chunks(), shape),
                           binary=True, overwrite=options.overwrite)
-    return count, shape[1], pooling
+    return count, shape[1], pooling, int8_line
+
+
+def calibration_file(options):
+    """(the lines of --calibration, the texts --precision int8 calibrates on, and the
+    file's SHA-1, which names the calibration kept for them)."""
+    try:
+        with open(options.calibration, encoding='utf-8') as f:
+            texts = [line.strip() for line in f if line.strip()]
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f'--calibration {options.calibration}: cannot read it ({error})') \
+            from None
+    if not texts:
+        raise ValueError(f'--calibration {options.calibration}: holds no text')
+    return iter(texts), sha1_of_file(options.calibration)

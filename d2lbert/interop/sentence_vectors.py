@@ -19,12 +19,15 @@ from typing import Iterable, Optional
 import numpy as onp
 
 from .. import fast
-from ..data.tasks import EncodedExample, encode_text_pair
+from ..data.tasks import EncodedExample, encode_text_pair, length_sorted_batches
 from ..model import SentenceEncoder
 from ..model.precision import feed_forward_inputs_in_float32
+from ..run.calibration import CALIBRATION_TEXTS, int8_inference
+from ..run.devices import to_device
 from ..run.inference import outputs_by_length
 from ..run.precision import INFERENCE_PRECISIONS, inference_precision
 from ..run.setup import prepare_model
+from ..util.hashing import sha1_of_strings
 from ..util.numpy_mode import in_numpy_mode
 from ..util.options import check_choice
 
@@ -34,7 +37,8 @@ CHUNK_BATCHES = 64  # sorted by length within 64 batches: about as little paddin
 @in_numpy_mode
 def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
                  batch_size: int = 64, normalize: bool = False,
-                 max_len: Optional[int] = None, precision: str = 'fp32') -> onp.ndarray:
+                 max_len: Optional[int] = None, precision: str = 'fp32',
+                 calibration: Optional[Iterable[str]] = None) -> onp.ndarray:
     """The vectors of `texts`, one row per text, in order.
 
     net, vocab: a pretrained BERT (`load_pretrained`), left as it was: the texts run
@@ -49,8 +53,11 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
     max_len: the most tokens of a text, `<cls>` and `<sep>` included (default: the
       model's max_len); longer texts are cut
     precision: the type the matrix products compute in: 'fp32', 'bf16' (a CPU with
-      avx512_bf16 or AMX) or 'auto' (bf16 where the CPU has them, else fp32, as
-      `d2lbert encode --data`)
+      avx512_bf16 or AMX), 'auto' (bf16 where the CPU has them, else fp32, as
+      `d2lbert encode --data`; never int8) or 'int8' (a CPU with AVX2: the encoder's
+      products on oneDNN's integer kernels, `run.calibration`)
+    calibration: with 'int8', the texts to calibrate on (default: the first
+      CALIBRATION_TEXTS of texts); a calibration kept for the model and them is reused
     returns: float32 NumPy array (len(texts), num_hiddens)
 
         net, vocab = d2lbert.load_pretrained('all-MiniLM-L6-v2/')  # a Hugging Face folder
@@ -60,22 +67,35 @@ def encode_texts(net, vocab, texts: Iterable[str], pooling: str = 'mean',
     """
     check_choice('precision', precision, INFERENCE_PRECISIONS)
     ctx = net.encoder.token_embedding.weight.list_ctx()[0]
-    chunks = list(text_vectors(net, vocab, texts, pooling, batch_size, normalize, max_len,
-                               inference_precision(precision, ctx)))
+    if calibration is not None:
+        calibration = list(calibration)
+        calibration = (calibration, sha1_of_strings(*calibration))
+    vectors, _ = text_vectors(net, vocab, texts, pooling, batch_size, normalize, max_len,
+                              inference_precision(precision, ctx), calibration)
+    chunks = list(vectors)
     if not chunks:
         return onp.zeros((0, net.encoder.num_hiddens), dtype='float32')
     return onp.concatenate(chunks)
 
 
 def text_vectors(net, vocab, texts, pooling='mean', batch_size=64, normalize=False,
-                 max_len=None, precision='fp32'):
-    """The vectors of `texts` (as `encode_texts` takes them), chunk by chunk: an
+                 max_len=None, precision='fp32', calibration=None):
+    """The vectors of `texts` (as `encode_texts` takes them), chunk by chunk, and the
+    line that says what runs in int8 (None but for precision 'int8'). The vectors: an
     iterator of float32 NumPy arrays (chunk_size, num_hiddens), one row per text in
     order (`vectors_in_chunks`). The core of `encode_texts` and of `d2lbert encode
-    --data`, which streams the chunks to its .npy file."""
+    --data`, which streams the chunks to its .npy file. calibration: None (int8
+    calibrates on the first CALIBRATION_TEXTS texts) or (texts, the name of where they
+    came from)."""
     texts = checked_texts(texts)
     model = sentence_encoder(net, pooling, normalize, precision)
-    return vectors_in_chunks(model, vocab, texts, batch_size, max_len)
+    int8_line = None
+    if precision == 'int8':
+        first = list(itertools.islice(texts, CALIBRATION_TEXTS))
+        calibration_texts, source = calibration or (first, 'data')
+        model, int8_line = int8_model(model, vocab, calibration_texts, max_len, source)
+        texts = itertools.chain(first, texts)
+    return vectors_in_chunks(model, vocab, texts, batch_size, max_len), int8_line
 
 
 def checked_texts(texts):
@@ -104,12 +124,31 @@ def sentence_encoder(net, pooling='mean', normalize=False, precision='fp32'):
     """A new `SentenceEncoder` on a copy of net's encoder that shares its parameters,
     on the fast path, in `precision` ('fp32' or 'bf16'; bf16: but the feed-forward
     blocks' first layers, `model.precision.feed_forward_inputs_in_float32`),
-    hybridized; net stays as it was."""
+    hybridized; net stays as it was. 'int8': float32, not hybridized, for `int8_model`
+    to make its int8 model of."""
     model = prepare_model(SentenceEncoder(net.encoder, pooling, normalize), precision, fast)
+    if precision == 'int8':
+        return model
     if precision == 'bf16':
         model = feed_forward_inputs_in_float32(model)
     model.hybridize(static_alloc=True)
     return model
+
+
+def int8_model(model, vocab, texts, max_len=None, source='data'):
+    """(an int8 model of `model`, a float32 `SentenceEncoder`, and the line that says
+    what runs in int8: `run.calibration.int8_inference`), calibrated on the first
+    CALIBRATION_TEXTS of `texts` unless a calibration is kept for it and `source`."""
+    encoder = model.encoder
+    ctx = encoder.token_embedding.weight.list_ctx()[0]
+
+    def batches():
+        encoded = [EncodedExample(*encode_text_pair(text, None, vocab,
+                                                    max_len or encoder.max_len)[:2], None)
+                   for text in itertools.islice(texts, CALIBRATION_TEXTS)]
+        for _, batch in length_sorted_batches(encoded, 64, vocab.pad_id):
+            yield [to_device(array, ctx) for array in batch[:3]]
+    return int8_inference(model, batches, fast, source)
 
 
 def vectors_in_chunks(model, vocab, texts, batch_size=64, max_len=None):

@@ -17,6 +17,9 @@ rebuilding MXNet. d2lbert's, each forward and backward:
   lookups, and its dropout;
 * `d2lbert_log_sum_exp` (`log_sum_exp.cc`): the log-sum-exp of each row plus a bias,
   the backward recomputing the softmax (the masked-LM loss);
+* `d2lbert_quantize`, `d2lbert_dequantize` (`quantize.cc`, `dequantize.cc`): an int8
+  product's input rounded to int8 with a scale per column, and its integer sums scaled
+  per output and its bias added, each in one pass (inference only: `d2lbert.fast.int8`);
 * `d2lbert_sum_squares`, `d2lbert_adam_update` (`adam.cc`): the optimizer's step, the
   global gradient norm in one read and clipping + Adam + zeroing the gradient in one
   pass (no backward: they run outside autograd).
@@ -61,7 +64,7 @@ from ...util.files import atomic_directory
 from ...util.hashing import sha1_of_file, sha1_of_strings
 
 SOURCES = ('library.cc', 'layer_norm.cc', 'attention.cc', 'dropout.cc', 'embedding.cc',
-           'log_sum_exp.cc', 'adam.cc')
+           'log_sum_exp.cc', 'adam.cc', 'quantize.cc', 'dequantize.cc')
 HEADERS = ('common.h', 'gemm.h')
 # -march=native: vector instructions of this CPU (the CPU is part of the cache key).
 # -fno-trapping-math: without it GCC 12 keeps the loops of exp_nonpositive (common.h)
@@ -198,7 +201,8 @@ def available():
 
 OPERATORS = ('d2lbert_layer_norm', 'd2lbert_add_layer_norm', 'd2lbert_attention',
              'd2lbert_dropout', 'd2lbert_embedding', 'd2lbert_log_sum_exp',
-             'd2lbert_sum_squares', 'd2lbert_adam_update')
+             'd2lbert_sum_squares', 'd2lbert_adam_update', 'd2lbert_quantize',
+             'd2lbert_dequantize')
 
 
 def load_library(path):

@@ -1,0 +1,101 @@
+"""`--precision int8`: a model's int8 calibration, measured once and kept.
+
+    net8, line = int8_inference(net, batches, d2lbert.fast)   # net: float32, fast path
+    line   # 'int8 (18 of 24 encoder products; 6 kept fp32), calibration ~/.d2lbert/...'
+
+The calibration (`d2lbert.fast.int8.calibrate`: each product's input range, and which
+products stay float32) is measured on the user's own texts, the first CALIBRATION_TEXTS
+of a run's data (or of --calibration FILE), and kept as a JSON file in the folder
+`calibration_folder()` (``$D2LBERT_HOME/int8``, the user's cache), named by the model's
+checksum (of its encoder's parameters) and where the texts came from: a later run of the
+same model finds it and calibrates no more. A file that names another model's checksum,
+or other layers, or was measured on fewer texts (a run on fewer than CALIBRATION_TEXTS
+texts calibrates each time), is ignored and replaced. It is written whole or not at all.
+"""
+import hashlib
+import json
+import os
+
+from ..data.cache import data_home
+from ..util.hashing import sha1_of_strings
+from .errors import RunError
+from .files import write_file_atomically
+
+CALIBRATION_TEXTS = 256  # texts measured; more moved no range by more than 2% (MiniLM)
+FORMAT = 2  # the file's format; a file of another is measured again
+
+
+def calibration_folder():
+    """Where calibrations are kept: ``$D2LBERT_HOME/int8`` (default ~/.d2lbert/int8)."""
+    folder = os.path.join(data_home(), 'int8')
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def model_checksum(net):
+    """SHA-1 of the names, shapes and values of net's encoder's parameters."""
+    sha1 = hashlib.sha1()
+    for name, param in sorted(net.encoder.collect_params().items()):
+        values = param.data().asnumpy()
+        sha1.update(f'{name}{values.shape}{values.dtype}'.encode())
+        sha1.update(values.tobytes())
+    return sha1.hexdigest()
+
+
+def calibration_path(checksum, source='data'):
+    """The file of the calibration of the model `checksum` on texts from `source`
+    ('data': a run's first texts; else a --calibration file's SHA-1)."""
+    return os.path.join(calibration_folder(),
+                        f'{checksum[:16]}-{sha1_of_strings(FORMAT, source)[:8]}.json')
+
+
+def load_calibration(path, checksum, fast_path):
+    """The `Int8Ranges` kept in `path` for the model `checksum`, or None if there is
+    none, or it is for another model or format, or measured on fewer than
+    CALIBRATION_TEXTS texts (a short first run's), or unreadable."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            kept = json.load(f)
+        if (kept['format'] != FORMAT or kept['model_sha1'] != checksum
+                or kept['texts'] < CALIBRATION_TEXTS):
+            return None
+        return fast_path.Int8Ranges(kept['ranges'], kept['errors'], kept['column_scales'])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_calibration(path, checksum, ranges, texts):
+    """Keep `ranges` (an `Int8Ranges`) for the model `checksum`, measured on `texts`
+    texts, in `path`, whole or not at all."""
+    record = {'format': FORMAT, 'model_sha1': checksum, 'texts': texts,
+              'ranges': ranges.ranges, 'errors': ranges.errors,
+              'column_scales': ranges.column_scales}
+    write_file_atomically('calibration', path, lambda f: json.dump(record, f, indent=1))
+
+
+def int8_inference(net, batches, fast_path, source='data', kinds=None):
+    """A new model, net's products in int8 as its calibration says (`fast_path.
+    int8_model`), hybridized, and the line that says what runs in int8; net (float32,
+    on the fast path) is left unchanged. batches: a function returning the calibration
+    batches (called only if no calibration is kept for net and `source`); kinds: those
+    of products that may be int8 (default: `fast_path.SENTENCE_VECTOR_KINDS`)."""
+    kinds = kinds or fast_path.SENTENCE_VECTOR_KINDS
+    if not fast_path.kernels.available():
+        raise RunError("--precision int8 needs d2lbert's CPU kernels, which could not be "
+                       'built here (see the warning above); use --precision fp32')
+    checksum = model_checksum(net)
+    path = calibration_path(checksum, source)
+    ranges = load_calibration(path, checksum, fast_path)
+    if ranges is not None and set(ranges.ranges) == set(fast_path.quantizable_layers(net)):
+        how = f'calibration kept in {path}'
+    else:
+        batches = list(batches())
+        ranges = fast_path.calibrate(net, batches)
+        save_calibration(path, checksum, ranges, sum(len(batch[2]) for batch in batches))
+        how = f'calibrated on {sum(len(batch[2]) for batch in batches)} texts, kept in {path}'
+    net8 = fast_path.int8_model(net, ranges, kinds)
+    net8.hybridize(static_alloc=True)
+    total = len(ranges.ranges)
+    kept = total - len(ranges.int8_layers(kinds))
+    return net8, (f'int8: {total - kept} of {total} encoder products, {kept} kept fp32; '
+                  f'{how}')

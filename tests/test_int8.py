@@ -1,0 +1,161 @@
+"""--precision int8 (issue 60): the encoder's products in int8 close to float32's (a tiny
+model, every product int8), the caller's model unchanged, the calibration kept and
+reused (one for another model ignored), `auto` never int8, one line and exit 2 where
+oneDNN has no int8 kernel, and the summary line naming what ran in int8."""
+import numpy as onp
+import pytest
+
+from conftest import make_batch, make_model, run_main
+from test_inputs import minilm_folder, one_line_error, workdir  # noqa: F401 (a fixture)
+
+
+SENTENCES = ['a gripping , beautifully acted film', 'it never quite takes off .', 'wow',
+             'the plot is thin but the actors make it work', 'an awful , boring mess',
+             'one of the best movies of the year , funny and warm', 'thank you',
+             'the director loses the thread halfway through and never finds it again',
+             'charming', 'a dull , lifeless remake of a much better original']
+
+
+def tiny_encoder():
+    """A float32 `SentenceEncoder` (mean pooling) of a tiny model on the fast path."""
+    from d2lbert.interop.sentence_vectors import sentence_encoder
+    return sentence_encoder(make_model(num_layers=2), 'mean', False, 'int8')
+
+
+def batches(count=4):
+    return [[make_batch(seed, batch_size=8, seq_len=12)[name] for name in
+             ('tokens', 'segments', 'valid_lens')] for seed in range(count)]
+
+
+def all_int8(ranges):
+    """A calibration with every product in int8 (their errors set to 0)."""
+    from d2lbert.fast import Int8Ranges
+    return Int8Ranges(ranges.ranges, {name: 0.0 for name in ranges.ranges},
+                      ranges.column_scales)
+
+
+def test_int8_products_are_close_to_float32():
+    """Every product in int8: each vector within 5% of float32's (a NumPy check of the
+    layers' own errors: `relative_error` below 3% for each on the calibration data), and
+    the int8 blocks are in the model."""
+    from d2lbert import fast
+    model = tiny_encoder()
+    ranges = fast.calibrate(model, batches())
+    assert len(ranges.ranges) == 8 and max(ranges.errors.values()) < 0.03
+    int8 = fast.int8_model(model, all_int8(ranges))
+    int8.hybridize(static_alloc=True)
+    kinds = []
+    int8.apply(lambda block: kinds.append(type(block).__name__))
+    assert kinds.count('Int8Dense') == 6 and kinds.count('Int8Attention') == 2
+    for batch in batches(2):
+        expected, got = model(*batch).asnumpy(), int8(*batch).asnumpy()
+        error = onp.linalg.norm(got - expected, axis=1) / onp.linalg.norm(expected, axis=1)
+        assert 0 < error.max() < 0.05
+
+
+def test_the_callers_model_is_unchanged():
+    from d2lbert import fast
+    model = tiny_encoder()
+    classes = []
+    model.apply(lambda block: classes.append(type(block)))
+    before = model(*batches(1)[0]).asnumpy()
+    fast.int8_model(model, all_int8(fast.calibrate(model, batches(1))))
+    after = []
+    model.apply(lambda block: after.append(type(block)))
+    assert after == classes
+    assert (model(*batches(1)[0]).asnumpy() == before).all()
+
+
+def test_the_calibration_is_kept_reused_and_another_models_ignored(tmp_path, monkeypatch):
+    """Kept on the first run, reused on the second; one for another model's checksum, or
+    measured on fewer texts than a calibration takes, is measured again."""
+    import json
+    from d2lbert import fast
+    from d2lbert.run import calibration
+    from d2lbert.run.calibration import int8_inference
+    monkeypatch.setenv('D2LBERT_HOME', str(tmp_path))
+    monkeypatch.setattr(calibration, 'CALIBRATION_TEXTS', 32)  # the batches' texts
+    model = tiny_encoder()
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return batches()
+    _, line = int8_inference(model, counted, fast)
+    assert len(calls) == 1 and 'calibrated on 32 texts' in line
+    files = list((tmp_path / 'int8').iterdir())
+    assert len(files) == 1
+    _, line = int8_inference(model, counted, fast)
+    assert len(calls) == 1 and f'calibration kept in {files[0]}' in line
+    kept = json.loads(files[0].read_text())
+    files[0].write_text(json.dumps({**kept, 'model_sha1': '0' * 40}))  # another model's
+    int8_inference(model, counted, fast)
+    assert len(calls) == 2 and json.loads(files[0].read_text())['model_sha1'] != '0' * 40
+    monkeypatch.setattr(calibration, 'CALIBRATION_TEXTS', 64)  # kept: on too few texts
+    int8_inference(model, counted, fast)
+    assert len(calls) == 3
+
+
+def test_auto_never_chooses_int8():
+    import mxnet as mx
+    from d2lbert.run.precision import inference_precision
+    assert inference_precision('auto', mx.cpu()) in ('fp32', 'bf16')
+
+
+def test_int8_without_kernels_is_one_line_and_exit_2(workdir, capsys, monkeypatch):
+    (workdir / 'sents.txt').write_text('a fine film\nan awful one\n')
+    monkeypatch.setenv('DNNL_MAX_CPU_ISA', 'SSE41')
+    code, _, err = run_main(['encode', '--model', minilm_folder(), '--data', 'sents.txt',
+                             '--out', 'e.npy', '--precision', 'int8'], capsys)
+    assert code == 2
+    assert '--precision int8' in one_line_error(code, err) and 'AVX2' in err
+    assert not (workdir / 'e.npy').exists()
+
+
+def test_encode_int8_says_so_and_stays_near_fp32(workdir, capsys, monkeypatch):
+    monkeypatch.setenv('D2LBERT_HOME', str(workdir / 'home'))
+    (workdir / 'sents.txt').write_text('\n'.join(SENTENCES * 4) + '\n')
+    vectors = {}
+    for precision in ('fp32', 'int8'):
+        code, out, err = run_main(['encode', '--model', minilm_folder(), '--data',
+                                   'sents.txt', '--out', f'{precision}.npy', '--normalize',
+                                   '--precision', precision], capsys)
+        assert code == 0, err
+        vectors[precision] = onp.load(workdir / f'{precision}.npy')
+    assert 'int8: ' in out and 'encoder products' in out and 'calibrated on 40 texts' in out
+    cosines = (vectors['fp32'] * vectors['int8']).sum(axis=1)
+    assert cosines.min() > 0.96 and cosines.mean() > 0.99  # calibrated on 10 texts only
+
+
+def test_an_int8_layer_is_the_numpy_int8_product():
+    """`Int8Dense` against the module doc's formula in NumPy (float64): the input's
+    columns divided by c, rounded with the range, clipped; the weight W c rounded row by
+    row; the integer sums scaled back, the bias added (d2lbert's kernels
+    `d2lbert_quantize`, `d2lbert_dequantize` around oneDNN's int8 product)."""
+    import mxnet as mx
+    from mxnet import np
+    from mxnet.gluon import nn
+    from d2lbert.fast import int8
+    rng = onp.random.default_rng(0)
+    dense = nn.Dense(24, flatten=False, in_units=16)
+    dense.initialize()
+    weight, bias = rng.normal(size=(24, 16)), rng.normal(size=24)
+    dense.weight.set_data(np.array(weight, dtype='float32'))
+    dense.bias.set_data(np.array(bias, dtype='float32'))
+    X = rng.normal(size=(2, 5, 16)) * onp.where(onp.arange(16) == 3, 20.0, 1.0)
+    columns = int8.smoothing_scales(X.reshape(-1, 16).astype('float32'),
+                                    weight.astype('float32'))
+    input_range = 0.8 * onp.abs(X / columns).max()  # some values clipped
+    layer = int8.Int8Dense(dense, input_range, columns.tolist())
+    for constant in (layer.weight_int8, layer.input_scales, layer.output_scales):
+        constant.initialize(ctx=mx.cpu())
+    layer.hybridize(static_alloc=True)
+    got = layer(np.array(X, dtype='float32')).asnumpy()
+    W = weight.astype('float32') * columns
+    row_scales = onp.abs(W).max(axis=1) / 127
+    W_int8 = onp.round(W / row_scales[:, None])
+    x_scale = input_range / 127
+    X_int8 = onp.clip(onp.round(X / columns / x_scale), -127, 127)
+    expected = (X_int8 @ W_int8.T) * (x_scale * row_scales) + bias
+    assert got.shape == (2, 5, 24)
+    onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
