@@ -26,7 +26,8 @@ from d2lbert.bench.finetune_pairs import (CLS_ID, FINETUNE_CONFIGS, PAD_ID, SEP_
                                           sentence_pair, snli_like_lengths,
                                           snli_like_pairs)
 from d2lbert.bench.flops import dense_parameters, step_flops
-from d2lbert.bench.inference_inputs import SST2_TRAIN
+from d2lbert.bench.inference import onnxruntime_installed
+from d2lbert.bench.inference_inputs import ORT_PEERS, SST2_TRAIN
 from d2lbert.bench.rounds import merge_rounds, round_orders, steps_per_round
 from d2lbert.bench.report import (INFERENCE_COMMANDS, TARGETS, evaluate_targets,
                                   finetune_rows, format_report, inference_rows,
@@ -603,10 +604,12 @@ def test_quick_inference_part_reports_rows(tmp_path, sst2_classifier):
     inference = results['inference']
     assert inference['texts'] == 20 and results['options']['sentence_model'] == minilm_folder()
     assert set(inference['default_precisions'].values()) <= {'fp32', 'bf16'}
-    for command, peer, closeness in (('encode', 'sentence-transformers', 'min_cosine'),
-                                     ('predict', 'transformers', 'equal_labels')):
-        runs = inference[command]
-        assert sorted(runs) == sorted([peer, 'd2lbert fp32'])  # --precision fp32
+    ort_peers = list(ORT_PEERS) if onnxruntime_installed() else []  # encode's peers too
+    for command, peers, closeness in (
+            ('encode', ['sentence-transformers', *ort_peers], 'min_cosine'),
+            ('predict', ['transformers'], 'equal_labels')):
+        runs, peer = inference[command], peers[0]
+        assert sorted(runs) == sorted([*peers, 'd2lbert fp32'])  # --precision fp32
         ours = runs['d2lbert fp32']
         assert ours['rows'] == 20 and runs[peer]['seconds'] > 0
         assert ours['speedup'] == pytest.approx(runs[peer]['seconds'] / ours['seconds'])
