@@ -27,11 +27,11 @@ def batches(count=4):
              ('tokens', 'segments', 'valid_lens')] for seed in range(count)]
 
 
-def all_int8(ranges):
+def all_int8(calibration):
     """A calibration with every product in int8 (their errors set to 0)."""
-    from d2lbert.fast import Int8Ranges
-    return Int8Ranges(ranges.ranges, {name: 0.0 for name in ranges.ranges},
-                      ranges.column_scales)
+    from d2lbert.fast import Int8Calibration
+    return Int8Calibration({name: 0.0 for name in calibration.errors},
+                           calibration.column_scales, calibration.weight_levels)
 
 
 def test_int8_products_are_close_to_float32():
@@ -40,9 +40,9 @@ def test_int8_products_are_close_to_float32():
     the int8 blocks are in the model."""
     from d2lbert import fast
     model = tiny_encoder()
-    ranges = fast.calibrate(model, batches())
-    assert len(ranges.ranges) == 8 and max(ranges.errors.values()) < 0.03
-    int8 = fast.int8_model(model, all_int8(ranges))
+    calibration = fast.calibrate(model, batches())
+    assert len(calibration.errors) == 8 and max(calibration.errors.values()) < 0.03
+    int8 = fast.int8_model(model, all_int8(calibration))
     int8.hybridize(static_alloc=True)
     kinds = []
     int8.apply(lambda block: kinds.append(type(block).__name__))
@@ -129,13 +129,15 @@ def test_encode_int8_says_so_and_stays_near_fp32(workdir, capsys, monkeypatch):
 
 def test_an_int8_layer_is_the_numpy_int8_product():
     """`Int8Dense` against the module doc's formula in NumPy (float64): the input's
-    columns divided by c, rounded with the range, clipped; the weight W c rounded row by
-    row; the integer sums scaled back, the bias added (d2lbert's kernels
-    `d2lbert_quantize`, `d2lbert_dequantize` around oneDNN's int8 product)."""
+    columns divided by c, each row rounded with its own scale (its largest value to
+    +-127); the weight W c rounded row by row to the CPU's levels; the integer sums
+    scaled back, the bias added (d2lbert's kernels `d2lbert_quantize`,
+    `d2lbert_dequantize` around oneDNN's int8 product)."""
     import mxnet as mx
     from mxnet import np
     from mxnet.gluon import nn
-    from d2lbert.fast import int8
+    from d2lbert.fast import int8, kernels
+    assert kernels.available()  # they are loaded
     rng = onp.random.default_rng(0)
     dense = nn.Dense(24, flatten=False, in_units=16)
     dense.initialize()
@@ -143,19 +145,58 @@ def test_an_int8_layer_is_the_numpy_int8_product():
     dense.weight.set_data(np.array(weight, dtype='float32'))
     dense.bias.set_data(np.array(bias, dtype='float32'))
     X = rng.normal(size=(2, 5, 16)) * onp.where(onp.arange(16) == 3, 20.0, 1.0)
-    columns = int8.smoothing_scales(X.reshape(-1, 16).astype('float32'),
-                                    weight.astype('float32'))
-    input_range = 0.8 * onp.abs(X / columns).max()  # some values clipped
-    layer = int8.Int8Dense(dense, input_range, columns.tolist())
-    for constant in (layer.weight_int8, layer.input_scales, layer.output_scales):
+    X[1, 2] = 0  # a row of zeros: scale 0, outputs the bias
+    columns = int8.smoothing_scales(onp.abs(X).reshape(-1, 16).max(axis=0),
+                                    weight.astype('float32'), 0.75)
+    levels = int8.weight_levels()
+    layer = int8.Int8Dense(dense, columns.tolist(), levels)
+    for constant in (layer.weight_int8, layer.input_scales, layer.weight_scales):
         constant.initialize(ctx=mx.cpu())
     layer.hybridize(static_alloc=True)
     got = layer(np.array(X, dtype='float32')).asnumpy()
     W = weight.astype('float32') * columns
-    row_scales = onp.abs(W).max(axis=1) / 127
-    W_int8 = onp.round(W / row_scales[:, None])
-    x_scale = input_range / 127
-    X_int8 = onp.clip(onp.round(X / columns / x_scale), -127, 127)
-    expected = (X_int8 @ W_int8.T) * (x_scale * row_scales) + bias
-    assert got.shape == (2, 5, 24)
+    weight_scales = onp.abs(W).max(axis=1) / levels
+    W_int8 = onp.round(W / weight_scales[:, None])
+    X = X / columns
+    row_scales = onp.abs(X).max(axis=2, keepdims=True) / 127
+    X_int8 = onp.round(X / onp.maximum(row_scales, 1e-30))
+    expected = (X_int8 @ W_int8.T) * row_scales * weight_scales + bias
+    assert got.shape == (2, 5, 24) and onp.abs(W_int8).max() == levels
     onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+    assert (got[1, 2] == bias.astype('float32')).all()
+
+
+def test_weight_levels_are_those_the_cpus_int8_product_sums_exactly():
+    """oneDNN's int8 product, on random operands (the inputs within +-127, the weights
+    within +-weight_levels()), equals NumPy's integer product; with 127 levels where
+    the probe chose 63 (an AVX2 CPU, or DNNL_MAX_CPU_ISA=AVX2), it does not."""
+    import mxnet as mx
+    from d2lbert.fast import int8
+    rng = onp.random.default_rng(0)
+    X = rng.integers(-127, 128, size=(64, 256))
+    one = mx.nd.ones((1,))
+
+    def product(W):
+        return mx.nd.contrib.quantized_fully_connected(
+            data=mx.nd.array(X, dtype='int8'), weight=mx.nd.array(W, dtype='int8'),
+            min_data=-one, max_data=one, min_weight=-one, max_weight=one, no_bias=True,
+            num_hidden=len(W))[0].asnumpy()
+    levels = int8.weight_levels()
+    W = rng.integers(-levels, levels + 1, size=(32, 256))
+    assert (product(W) == X @ W.T).all()
+    if levels == 63:
+        W = rng.integers(-127, 128, size=(32, 256))
+        assert not (product(W) == X @ W.T).all()
+
+
+def test_weight_levels_are_63_under_avx2():
+    """Held to AVX2 (no VNNI), oneDNN's int8 product overflows with weights of 127 levels:
+    the probe finds it, in a process of its own."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, DNNL_MAX_CPU_ISA='AVX2')
+    done = subprocess.run([sys.executable, '-c', 'from d2lbert.fast import int8; '
+                           'print(int8.weight_levels())'], env=env, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ['63']

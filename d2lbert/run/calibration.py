@@ -3,13 +3,14 @@
     net8, line = int8_inference(net, batches, d2lbert.fast)   # net: float32, fast path
     line   # 'int8 (18 of 24 encoder products; 6 kept fp32), calibration ~/.d2lbert/...'
 
-The calibration (`d2lbert.fast.int8.calibrate`: each product's input range, and which
+The calibration (`d2lbert.fast.int8.calibrate`: each product's column scales, and which
 products stay float32) is measured on the user's own texts, the first CALIBRATION_TEXTS
 of a run's data (or of --calibration FILE), and kept as a JSON file in the folder
 `calibration_folder()` (``$D2LBERT_HOME/int8``, the user's cache), named by the model's
 checksum (of its encoder's parameters) and where the texts came from: a later run of the
 same model finds it and calibrates no more. A file that names another model's checksum,
-or other layers, or was measured on fewer texts (a run on fewer than CALIBRATION_TEXTS
+or other layers, or other weight levels (`d2lbert.fast.int8.weight_levels`: measured on
+another CPU), or was measured on fewer texts (a run on fewer than CALIBRATION_TEXTS
 texts calibrates each time), is ignored and replaced. It is written whole or not at all.
 """
 import hashlib
@@ -22,7 +23,7 @@ from .errors import RunError
 from .files import write_file_atomically
 
 CALIBRATION_TEXTS = 256  # texts measured; more moved no range by more than 2% (MiniLM)
-FORMAT = 2  # the file's format; a file of another is measured again
+FORMAT = 3  # the file's format; a file of another is measured again
 
 
 def calibration_folder():
@@ -50,8 +51,8 @@ def calibration_path(checksum, source='data'):
 
 
 def load_calibration(path, checksum, fast_path):
-    """The `Int8Ranges` kept in `path` for the model `checksum`, or None if there is
-    none, or it is for another model or format, or measured on fewer than
+    """The `Int8Calibration` kept in `path` for the model `checksum`, or None if there
+    is none, or it is for another model or format, or measured on fewer than
     CALIBRATION_TEXTS texts (a short first run's), or unreadable."""
     try:
         with open(path, encoding='utf-8') as f:
@@ -59,17 +60,18 @@ def load_calibration(path, checksum, fast_path):
         if (kept['format'] != FORMAT or kept['model_sha1'] != checksum
                 or kept['texts'] < CALIBRATION_TEXTS):
             return None
-        return fast_path.Int8Ranges(kept['ranges'], kept['errors'], kept['column_scales'])
+        return fast_path.Int8Calibration(kept['errors'], kept['column_scales'],
+                                         kept['weight_levels'])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def save_calibration(path, checksum, ranges, texts):
-    """Keep `ranges` (an `Int8Ranges`) for the model `checksum`, measured on `texts`
-    texts, in `path`, whole or not at all."""
+def save_calibration(path, checksum, calibration, texts):
+    """Keep `calibration` (an `Int8Calibration`) for the model `checksum`, measured on
+    `texts` texts, in `path`, whole or not at all."""
     record = {'format': FORMAT, 'model_sha1': checksum, 'texts': texts,
-              'ranges': ranges.ranges, 'errors': ranges.errors,
-              'column_scales': ranges.column_scales}
+              'weight_levels': calibration.weight_levels, 'errors': calibration.errors,
+              'column_scales': calibration.column_scales}
     write_file_atomically('calibration', path, lambda f: json.dump(record, f, indent=1))
 
 
@@ -85,17 +87,20 @@ def int8_inference(net, batches, fast_path, source='data', kinds=None):
                        'built here (see the warning above); use --precision fp32')
     checksum = model_checksum(net)
     path = calibration_path(checksum, source)
-    ranges = load_calibration(path, checksum, fast_path)
-    if ranges is not None and set(ranges.ranges) == set(fast_path.quantizable_layers(net)):
+    calibration = load_calibration(path, checksum, fast_path)
+    if (calibration is not None
+            and set(calibration.errors) == set(fast_path.quantizable_layers(net))
+            and calibration.weight_levels == fast_path.weight_levels()):
         how = f'calibration kept in {path}'
     else:
         batches = list(batches())
-        ranges = fast_path.calibrate(net, batches)
-        save_calibration(path, checksum, ranges, sum(len(batch[2]) for batch in batches))
-        how = f'calibrated on {sum(len(batch[2]) for batch in batches)} texts, kept in {path}'
-    net8 = fast_path.int8_model(net, ranges, kinds)
+        calibration = fast_path.calibrate(net, batches)
+        texts = sum(len(batch[2]) for batch in batches)
+        save_calibration(path, checksum, calibration, texts)
+        how = f'calibrated on {texts} texts, kept in {path}'
+    net8 = fast_path.int8_model(net, calibration, kinds)
     net8.hybridize(static_alloc=True)
-    total = len(ranges.ranges)
-    kept = total - len(ranges.int8_layers(kinds))
+    total = len(calibration.errors)
+    kept = total - len(calibration.int8_layers(kinds))
     return net8, (f'int8: {total - kept} of {total} encoder products, {kept} kept fp32; '
                   f'{how}')
