@@ -39,6 +39,23 @@ def d2lbert(args, threads, home):
     return done.stdout.strip().splitlines()[-1]
 
 
+def calibration_made(scratch, before):
+    """{'weight_levels', 'layer_errors'} of the calibration a run kept in the scratch
+    D2LBERT_HOME, the one file there not in `before` (a set of names)."""
+    folder = os.path.join(scratch, 'int8')
+    (name,) = set(os.listdir(folder)) - before
+    with open(os.path.join(folder, name), encoding='utf-8') as f:
+        kept = json.load(f)
+    return {'weight_levels': kept['weight_levels'],
+            'layer_errors': {layer: round(error, 4) for layer, error in kept['errors'].items()}}
+
+
+def calibrations_in(scratch):
+    """The names of the calibration files in the scratch D2LBERT_HOME."""
+    folder = os.path.join(scratch, 'int8')
+    return set(os.listdir(folder)) if os.path.isdir(folder) else set()
+
+
 def vector_costs(args, scratch):
     """Cosines of int8's vectors to float32's over the first --texts sentences."""
     with open(os.path.join(args.sst2, 'train.tsv'), encoding='utf-8') as f:
@@ -46,7 +63,7 @@ def vector_costs(args, scratch):
     data = os.path.join(scratch, 'texts.txt')
     with open(data, 'w', encoding='utf-8') as f:
         f.writelines(text + '\n' for text in texts)
-    vectors, lines = {}, {}
+    vectors, lines, before = {}, {}, calibrations_in(scratch)
     for precision in ('fp32', 'int8'):
         out = os.path.join(scratch, f'{precision}.npy')
         lines[precision] = d2lbert(['encode', '--model', args.model, '--data', data,
@@ -58,12 +75,12 @@ def vector_costs(args, scratch):
     return {'texts': len(texts), 'summary_line': lines['int8'],
             'mean_cosine': float(cosines.mean()),
             'percentile_1_cosine': float(onp.percentile(cosines, 1)),
-            'least_cosine': float(cosines.min())}
+            'least_cosine': float(cosines.min()), **calibration_made(scratch, before)}
 
 
 def label_costs(args, scratch):
     """Dev accuracy in float32 and int8, and the share of equal labels."""
-    labels, lines = {}, {}
+    labels, lines, before = {}, {}, calibrations_in(scratch)
     for precision in ('fp32', 'int8'):
         out = os.path.join(scratch, f'{precision}.jsonl')
         lines[precision] = d2lbert(['predict', '--model', args.classifier, '--data',
@@ -79,7 +96,8 @@ def label_costs(args, scratch):
     return {'sentences': len(true), 'accuracy_fp32': accuracy['fp32'],
             'accuracy_int8': accuracy['int8'], 'summary_line': lines['int8'],
             'equal_labels': float(onp.mean([a == b for a, b in
-                                             zip(labels['fp32'], labels['int8'])]))}
+                                             zip(labels['fp32'], labels['int8'])])),
+            **calibration_made(scratch, before)}
 
 
 def main(argv=None):
