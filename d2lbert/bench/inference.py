@@ -2,7 +2,8 @@
 predict --data` processes timed (process start included) against sentence-transformers'
 `encode(batch_size=64)` and transformers' `BertForSequenceClassification` over
 length-sorted batches of 64 (model loading excluded), on the same SST-2 training
-sentences, each in its own process with the same OMP_NUM_THREADS; and how close the
+sentences, each in its own process with the same OMP_NUM_THREADS (d2lbert's each with an
+empty D2LBERT_HOME: int8's calibration is timed, as in a first run); and how close the
 outputs are (the cosines of the rows; the share of equal labels). Where onnxruntime is
 installed, encode has two more peers: MiniLM exported to ONNX and run by ONNX Runtime,
 in float32 and dynamically quantized to int8 (`onnx_session`).
@@ -70,10 +71,12 @@ def text_column_of(classifier):
     return 'text' if isinstance(TASKS[task].reader, OwnTaskFile) else 'sentence'
 
 
-def timed_process(command, threads):
-    """(seconds, stdout) of a whole process run with OMP_NUM_THREADS=threads; a
-    RuntimeError if it fails."""
+def timed_process(command, threads, home=None):
+    """(seconds, stdout) of a whole process run with OMP_NUM_THREADS=threads (and
+    D2LBERT_HOME=home, if given); a RuntimeError if it fails."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if home is not None:
+        env['D2LBERT_HOME'] = home
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -215,7 +218,7 @@ def bench_encode(model, txt, folder, precisions, threads, log=print):
         seconds, _ = timed_process(
             [sys.executable, '-m', 'd2lbert', 'encode', '--model', model, '--data',
              txt, '--pooling', 'mean', '--normalize', '--out', ours, '--precision',
-             precision], threads)
+             precision], threads, first_run_home(folder, f'encode-{precision}'))
         vectors = onp.load(ours)
         results[f'd2lbert {precision}'] = {
             'seconds': seconds, 'rows': len(vectors), **cosines_to(vectors, reference),
@@ -224,6 +227,14 @@ def bench_encode(model, txt, folder, precisions, threads, log=print):
             results[f'd2lbert {precision}']['speedup_over_onnxruntime_int8'] = (
                 results['onnxruntime int8']['seconds'] / seconds)
     return results
+
+
+def first_run_home(folder, name):
+    """A new, empty D2LBERT_HOME in folder: a d2lbert run in it keeps nothing from an
+    earlier one (int8 calibrates within the time, as a model's first run does)."""
+    home = os.path.join(folder, f'home-{name}')
+    os.makedirs(home)
+    return home
 
 
 def cosines_to(vectors, reference):
@@ -254,7 +265,8 @@ def bench_predict(classifier, tsv, txt, folder, precisions, threads, log=print):
         out = os.path.join(folder, f'pred-{precision}.jsonl')
         seconds, _ = timed_process(
             [sys.executable, '-m', 'd2lbert', 'predict', '--model', classifier,
-             '--data', tsv, '--out', out, '--precision', precision], threads)
+             '--data', tsv, '--out', out, '--precision', precision], threads,
+            first_run_home(folder, f'predict-{precision}'))
         with open(out, encoding='utf-8') as f:
             labels = [json.loads(line)['label'] for line in f]
         results[f'd2lbert {precision}'] = {

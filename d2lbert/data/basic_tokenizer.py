@@ -18,6 +18,7 @@ The steps of Google's `tokenization.py`, as Hugging Face's `BertTokenizer` runs 
 `basic_words` splits the same words and also says which characters of the original
 text each word's characters come from (question answering cuts its answers there).
 """
+import functools
 import unicodedata
 
 # code point ranges of the CJK Unified Ideographs blocks (Hangul and kana are not in them:
@@ -37,6 +38,7 @@ def is_control(ch):
     return ch not in '\t\n\r' and unicodedata.category(ch).startswith('C')
 
 
+@functools.lru_cache(maxsize=1 << 16)  # per character: a text's characters repeat
 def is_punctuation(ch):
     """A Unicode punctuation mark (P*), or any ASCII character that is neither a letter,
     a digit, a space nor a control character ('$', '^', '`' are split off too)."""
@@ -49,6 +51,7 @@ def is_cjk(ch):
     return any(first <= ord(ch) <= last for first, last in CJK_RANGES)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def cleaned(ch):
     """Step 1 for one character: '' (dropped), ' ', ' ch ' (a CJK ideograph) or ch."""
     if ch in '\x00\ufffd' or is_control(ch):

@@ -57,7 +57,7 @@ SMOOTHINGS = (0.0, 0.5, 0.75)
 # MiniLM's layers err 1.0-2.1% under AVX2 but one, 3.0% (a feed-forward second layer),
 # which moved its vectors' mean cosine to float32's by less than 0.0001 (docs/performance.md)
 MAX_ERROR = 0.035
-ERROR_ROWS = 1024  # the most input rows of a layer its error is measured on
+ERROR_ROWS = 512  # the most input rows of a layer its error is measured on
 # the kinds of products that may run in int8 (`quantizable_layers`' names end with them):
 # all for sentence vectors; a task model keeps its feed-forward second layers float32
 # (a MiniLM SST-2 classifier under AVX2: labels equal to fp32's on 98.97% of dev with
