@@ -44,7 +44,7 @@ from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
 from .int8 import (SENTENCE_VECTOR_KINDS, TASK_MODEL_KINDS, Int8Attention, Int8Dense,
                    Int8Calibration, calibrate, int8_model, quantizable_layers,
-                   weight_levels)
+                   input_levels)
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer

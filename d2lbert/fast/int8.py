@@ -12,20 +12,22 @@ Xiao et al. 2023): the large columns shrink in the input and grow in the weight,
 each row has its own scale. `calibrate` measures max|x_k| on some texts and picks each
 layer's a among SMOOTHINGS (0: no smoothing), the one whose int8 product is nearest the
 float32 one. The weight W c is rounded once, row by row: row j (output j) as
-`round(W_j c / s_j)`, s_j = max|W_j c| / L, L = 127 levels, or 63 where the CPU's int8
-product would overflow (below). The input x / c is rounded row by row too, each row
-(token) r with a scale of its own measured as it is read ("dynamic", per token, as in
-Yao et al. 2022's ZeroQuant): t_r = max_k |x_rk / c_k| / 127. Output j of row r is then
-`t_r s_j sum_k round(x_rk / (c_k t_r)) round(W_jk c_k / s_j)` plus the bias, in float32.
+`w_j = round(W_j c / s_j)`, s_j = max|W_j c| / 127, int8. The input x / c is rounded row
+by row too, each row (token) r with a scale t_r and a zero point z_r of its own, measured
+as it is read ("dynamic", per token, as in Yao et al. 2022's ZeroQuant): its values span
+[lo_r, hi_r] (0 included), t_r = (hi_r - lo_r) / L, z_r = round(-lo_r / t_r), and
+`q_r = round(x_r / (c t_r)) + z_r`, integers within [0, L] (unsigned: a row of mostly
+positive values, such as GELU's outputs, gets its levels where its values are). Output j
+of row r is then `t_r s_j (sum_k q_rk w_jk - z_r sum_k w_jk)` plus the bias, in float32.
 
-oneDNN multiplies int8 matrices on AVX2's and AVX-512's integer dot products. Without
-VNNI (AVX2 CPUs: AMD Zen 1-3, Intel before Ice Lake), they add pairs of products in
-16-bit integers, which overflow when both are large: 255 x 127 x 2 > 2^15 (oneDNN's
-"nuances of int8 computations"); with weights within +-63 they cannot. So the weights
-get 63 levels where a probe of the product overflows (`weight_levels`), 127 elsewhere.
-MXNet 1.9 calls oneDNN's product (`quantized_fully_connected`) between d2lbert's kernels
-`d2lbert_quantize` and `d2lbert_dequantize`, one pass over the input and one over the
-output.
+oneDNN multiplies 8-bit matrices on AVX2's and AVX-512's integer dot products, an
+unsigned input times a signed weight. Without VNNI (AVX2 CPUs: AMD Zen 1-3, Intel before
+Ice Lake), they add pairs of products in 16-bit integers, which overflow when both are
+large: 255 x 127 x 2 > 2^15 (oneDNN's "nuances of int8 computations"); with inputs
+within [0, 127] they cannot. So the inputs get L = 127 levels where a probe of the
+product overflows (`input_levels`), L = 255 elsewhere. MXNet 1.9 calls oneDNN's product
+(`quantized_fully_connected`) between d2lbert's kernels `d2lbert_quantize` and
+`d2lbert_dequantize`, one pass over the input and one over the output.
 
 The encoder's four products per block are int8: the attention's Q/K/V projection and
 output layer, the feed-forward block's two layers. The rest stays float32: LayerNorm,
@@ -54,8 +56,8 @@ from . import kernels
 # MiniLM, 0.75 suits most layers and 0 some feed-forward second layers (docs/performance.md)
 SMOOTHINGS = (0.0, 0.5, 0.75)
 # a layer whose int8 output's relative error (`relative_error`) exceeds this stays float32:
-# MiniLM's layers err 1.0-2.1% under AVX2 but one, 3.0% (a feed-forward second layer),
-# which moved its vectors' mean cosine to float32's by less than 0.0001 (docs/performance.md)
+# MiniLM's layers err at most 2.6% under AVX2 (a feed-forward second layer); one at 3.0%
+# in int8 moved its vectors' mean cosine to float32's by less than 0.0001 (docs/performance.md)
 MAX_ERROR = 0.035
 ERROR_ROWS = 512  # the most input rows of a layer its error is measured on
 # the kinds of products that may run in int8 (`quantizable_layers`' names end with them):
@@ -73,11 +75,11 @@ class Int8Calibration:
     errors: {layer name (`quantizable_layers`): relative error of its int8 output over
       the calibration texts}
     column_scales: {layer name: c, a list of num_inputs numbers}
-    weight_levels: L, the weights rounded to integers within +-L (`weight_levels`)
+    input_levels: L, the inputs rounded to integers within [0, L] (`input_levels`)
     """
     errors: Dict[str, float]
     column_scales: Dict[str, List[float]]
-    weight_levels: int
+    input_levels: int
 
     def int8_layers(self, kinds=SENTENCE_VECTOR_KINDS) -> List[str]:
         """The layers of `kinds` whose error is at most MAX_ERROR."""
@@ -86,16 +88,16 @@ class Int8Calibration:
 
 
 @functools.lru_cache(maxsize=None)
-def weight_levels():
-    """127, or 63 where oneDNN's int8 product on this CPU overflows with weights of 127
-    levels (the module doc): a probe, 127 x 127 summed over 64 products."""
+def input_levels():
+    """255, or 127 where oneDNN's int8 product on this CPU overflows with inputs of 255
+    levels (the module doc): a probe, 255 x 127 summed over 64 products."""
     one = mx.nd.ones((1,))
     sums = mx.nd.contrib.quantized_fully_connected(
-        data=mx.nd.full((1, 64), 127, dtype='int8'), weight=mx.nd.full((1, 64), 127,
-                                                                       dtype='int8'),
+        data=mx.nd.full((1, 64), 255, dtype='uint8'), weight=mx.nd.full((1, 64), 127,
+                                                                        dtype='int8'),
         min_data=-one, max_data=one, min_weight=-one, max_weight=one, no_bias=True,
         num_hidden=1)[0]
-    return 127 if int(sums.asnumpy()[0, 0]) == 64 * 127 * 127 else 63
+    return 255 if int(sums.asnumpy()[0, 0]) == 64 * 255 * 127 else 127
 
 
 def quantizable_layers(net):
@@ -153,7 +155,7 @@ def calibrate(net, batches, max_rows=ERROR_ROWS):
         probe(*batch)
     for hook in hooks:
         hook.detach()
-    errors, column_scales, levels = {}, {}, weight_levels()
+    errors, column_scales, levels = {}, {}, input_levels()
     rng = onp.random.RandomState(0)
     for name, layer in quantizable_layers(net).items():
         X = onp.concatenate(inputs.pop(name))
@@ -179,63 +181,73 @@ def smoothing_scales(largest_inputs, weight, smoothing):
     return (largest_inputs ** smoothing / largest_weight ** (1 - smoothing)).astype('float32')
 
 
-def relative_error(X, weight, levels=127, exact=None):
+def relative_error(X, weight, levels=255, exact=None):
     """|int8 product - float32 product| / |float32 product| (Frobenius norms) of X
-    (rows, num_inputs) times weight (num_outputs, num_inputs).T, X rounded row by row
-    (`int8_rows`) and the weight to `levels` levels (`int8_weight`), in NumPy; exact: the
-    float32 product, if computed already."""
-    weight_int8, weight_scales = int8_weight(weight, levels)
-    X_int8, row_scales = int8_rows(X)
-    product = (X_int8 @ weight_int8.T.astype('float32')) * row_scales[:, None] * weight_scales
+    (rows, num_inputs) times weight (num_outputs, num_inputs).T, X rounded row by row to
+    `levels` levels (`quantized_rows`) and the weight (`int8_weight`), in NumPy; exact:
+    the float32 product, if computed already."""
+    weight_int8, weight_scales = int8_weight(weight)
+    q, row_scales, zero_points = quantized_rows(X, levels)
+    sums = q @ weight_int8.T.astype('float32') - zero_points[:, None] * weight_int8.sum(axis=1)
+    product = sums * row_scales[:, None] * weight_scales
     exact = X @ weight.T if exact is None else exact
     return float(onp.linalg.norm(product - exact) / max(onp.linalg.norm(exact), 1e-30))
 
 
-def int8_rows(X):
-    """(X (rows, num_inputs) rounded row by row to integers within +-127 as float32, the
-    rows' scales (rows,)), as `d2lbert_quantize` rounds them."""
-    row_scales = onp.abs(X).max(axis=1) / 127
-    return onp.round(X / onp.maximum(row_scales, 1e-30)[:, None]), row_scales
+def quantized_rows(X, levels=255):
+    """(q, row_scales, zero_points): X (rows, num_inputs) rounded row by row to integers
+    within [0, levels] (as float32), with each row's scale and zero point (rows,), as
+    `d2lbert_quantize` rounds them (the module doc)."""
+    lo, hi = onp.minimum(X.min(axis=1), 0), onp.maximum(X.max(axis=1), 0)
+    row_scales = (hi - lo) / levels
+    to_integers = 1 / onp.maximum(row_scales, 1e-30)
+    zero_points = onp.round(-lo * to_integers)
+    q = onp.clip(onp.round(X * to_integers[:, None]) + zero_points[:, None], 0, levels)
+    return q, row_scales, zero_points
 
 
-def int8_weight(weight, levels=127):
-    """(weight rounded to integers within +-levels row by row, as int8, the rows' scales
+def int8_weight(weight):
+    """(weight rounded to integers within +-127 row by row, as int8, the rows' scales
     (num_outputs,) float64)."""
-    scales = onp.maximum(onp.abs(weight).max(axis=1), 1e-30).astype('float64') / levels
+    scales = onp.maximum(onp.abs(weight).max(axis=1), 1e-30).astype('float64') / 127
     return onp.round(weight / scales[:, None]).astype('int8'), scales
 
 
-def int8_product(F, X, weight_int8, input_scales, weight_scales, bias, num_outputs):
+def int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bias,
+                 num_outputs, levels):
     """X (..., num_inputs) float32 times the int8 weight (num_outputs, num_inputs),
     returning float32 (..., num_outputs): X times input_scales (num_inputs,) (1 / c_k)
-    rounded to int8 row by row, the integer product, scaled by the rows' scales and
+    rounded row by row to `levels` levels, the integer product less the zero points'
+    share (weight_sums (num_outputs,), int32), scaled by the rows' scales and
     weight_scales (num_outputs,) (s_j), and the bias added (see the module doc). Needs
     d2lbert's kernels (`kernels.available()`): MXNet's `quantize_v2` has one scale per
     tensor, and oneDNN's graph pass fuses it with the product into one that rescales
     the sums by the ranges."""
     module = mx.sym if isinstance(X, mx.sym.Symbol) else mx.nd
     rows = module.reshape(X.as_nd_ndarray(), shape=(-1, 0), reverse=True)  # 2 axes
-    input_scales, weight_scales, bias = kernels.as_legacy(input_scales, weight_scales, bias)
-    X_int8, row_scales = module.d2lbert_quantize(rows, input_scales)
+    input_scales, weight_scales, weight_sums, bias = kernels.as_legacy(
+        input_scales, weight_scales, weight_sums, bias)
+    q, row_scales, zero_points = module.d2lbert_quantize(rows, input_scales, levels=levels)
     span = module.ones(shape=(1,))  # the operands' ranges: they change no sum
     sums = module.contrib.quantized_fully_connected(  # int32
-        data=X_int8, weight=weight_int8.as_nd_ndarray(), min_data=-span, max_data=span,
+        data=q, weight=weight_int8.as_nd_ndarray(), min_data=-span, max_data=span,
         min_weight=-span, max_weight=span, no_bias=True, num_hidden=num_outputs)[0]
-    Y = module.d2lbert_dequantize(sums, row_scales, weight_scales, bias)
+    Y = module.d2lbert_dequantize(sums, row_scales, zero_points, weight_scales, weight_sums,
+                                  bias)
     return module.reshape_like(Y, X.as_nd_ndarray(), lhs_begin=0, lhs_end=1, rhs_begin=0,
                                rhs_end=-1).as_np_ndarray()
 
 
-def int8_constants(block, weight, column_scales, levels, prefix=''):
+def int8_constants(block, weight, column_scales, prefix=''):
     """Give `block` (in its name scope) the constants of an int8 product with the float32
-    `weight` (num_outputs, num_inputs) and its input's column_scales (c, num_inputs),
-    the weight rounded to `levels` levels: weight_int8, input_scales, weight_scales (see
-    `int8_product`)."""
+    `weight` (num_outputs, num_inputs) and its input's column_scales (c, num_inputs):
+    weight_int8, input_scales, weight_scales, weight_sums (see `int8_product`)."""
     column_scales = onp.asarray(column_scales, dtype='float64')
-    weight_int8, weight_scales = int8_weight(weight * column_scales, levels)
+    weight_int8, weight_scales = int8_weight(weight * column_scales)
     values = {'weight_int8': weight_int8,
               'input_scales': (1 / column_scales).astype('float32'),
-              'weight_scales': weight_scales.astype('float32')}
+              'weight_scales': weight_scales.astype('float32'),
+              'weight_sums': weight_int8.sum(axis=1, dtype='int32')}
     with block.name_scope():
         for name, value in values.items():
             setattr(block, name, block.params.get_constant(prefix + name, value))
@@ -244,19 +256,21 @@ def int8_constants(block, weight, column_scales, levels, prefix=''):
 @numpy_mode_block
 class Int8Dense(nn.HybridBlock):
     """A `nn.Dense` (flatten=False) whose product is int8 (`int8_product`): its weight
-    times column_scales rounded once to `levels` levels, its input's columns divided by
-    column_scales; shares the Dense's bias.
+    times column_scales rounded once, its input's columns divided by column_scales and
+    its rows rounded to `levels` levels; shares the Dense's bias.
 
     forward(X): X (..., in_units) float32; returns (..., units) float32"""
-    def __init__(self, dense, column_scales, levels=127):
+    def __init__(self, dense, column_scales, levels=255):
         super().__init__(prefix=dense.prefix, params=dense.params)  # names as the Dense's
-        self.units, self.act = dense._units, dense.act
+        self.units, self.act, self.levels = dense._units, dense.act, levels
         with self.name_scope():
             self.bias = self.params.get('bias')  # the Dense's
-        int8_constants(self, dense.weight.data().asnumpy(), column_scales, levels)
+        int8_constants(self, dense.weight.data().asnumpy(), column_scales)
 
-    def hybrid_forward(self, F, X, bias, weight_int8, input_scales, weight_scales):
-        Y = int8_product(F, X, weight_int8, input_scales, weight_scales, bias, self.units)
+    def hybrid_forward(self, F, X, bias, weight_int8, input_scales, weight_scales,
+                       weight_sums):
+        Y = int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bias,
+                         self.units, self.levels)
         return self.act(Y) if self.act is not None else Y
 
 
@@ -267,22 +281,23 @@ class Int8Attention(nn.HybridBlock):
     layer, and computes the rest as it does (`FusedMultiHeadAttention.attend`).
 
     forward(X, valid_lens): as `FusedMultiHeadAttention`'s"""
-    def __init__(self, attention, column_scales, levels=127):
+    def __init__(self, attention, column_scales, levels=255):
         super().__init__(prefix=attention.prefix, params=attention.params)
         self.num_heads, self.num_hiddens = attention.num_heads, attention.num_hiddens
+        self.levels = levels
         self.dropout_rate, self.output = attention.dropout_rate, attention.output
         with self.name_scope():
             self.query_bias, self.key_bias, self.value_bias = (
                 self.params.get(name) for name in ('query_bias', 'key_bias', 'value_bias'))
-        int8_constants(self, layer_weight(attention)[0], column_scales, levels, 'qkv_')
+        int8_constants(self, layer_weight(attention)[0], column_scales, 'qkv_')
 
     def hybrid_forward(self, F, X, valid_lens, query_bias, key_bias, value_bias,
-                       weight_int8, input_scales, weight_scales):
+                       weight_int8, input_scales, weight_scales, weight_sums):
         heads, hiddens = self.num_heads, self.num_hiddens
         bias = F.np.concatenate([b.reshape(heads, hiddens // heads) for b in
                                  (query_bias, key_bias, value_bias)], axis=1)
-        qkv = int8_product(F, X, weight_int8, input_scales, weight_scales,
-                           bias.reshape(3 * hiddens), 3 * hiddens)
+        qkv = int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums,
+                           bias.reshape(3 * hiddens), 3 * hiddens, self.levels)
         return FusedMultiHeadAttention.attend(self, F, X, qkv, valid_lens)
 
 
@@ -298,10 +313,10 @@ def int8_model(net, calibration, kinds=SENTENCE_VECTOR_KINDS, ctx=None):
         layer = layers[name]
         int8_class = Int8Attention if name.endswith('.qkv') else Int8Dense
         int8_layer = int8_class(layer, calibration.column_scales[name],
-                                calibration.weight_levels)
+                                calibration.input_levels)
         replace_child(copied, layer, int8_layer)
         for constant in (int8_layer.weight_int8, int8_layer.input_scales,
-                         int8_layer.weight_scales):
+                         int8_layer.weight_scales, int8_layer.weight_sums):
             constant.initialize(ctx=ctx)
     return copied
 

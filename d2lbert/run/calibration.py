@@ -9,7 +9,7 @@ of a run's data (or of --calibration FILE), and kept as a JSON file in the folde
 `calibration_folder()` (``$D2LBERT_HOME/int8``, the user's cache), named by the model's
 checksum (of its encoder's parameters) and where the texts came from: a later run of the
 same model finds it and calibrates no more. A file that names another model's checksum,
-or other layers, or other weight levels (`d2lbert.fast.int8.weight_levels`: measured on
+or other layers, or other input levels (`d2lbert.fast.int8.input_levels`: measured on
 another CPU), or was measured on fewer texts (a run on fewer than CALIBRATION_TEXTS
 texts calibrates each time), is ignored and replaced. It is written whole or not at all.
 """
@@ -23,7 +23,7 @@ from .errors import RunError
 from .files import write_file_atomically
 
 CALIBRATION_TEXTS = 128  # texts measured: MiniLM's vectors were as close to fp32 as with 256
-FORMAT = 3  # the file's format; a file of another is measured again
+FORMAT = 4  # the file's format; a file of another is measured again
 
 
 def calibration_folder():
@@ -61,7 +61,7 @@ def load_calibration(path, checksum, fast_path):
                 or kept['texts'] < CALIBRATION_TEXTS):
             return None
         return fast_path.Int8Calibration(kept['errors'], kept['column_scales'],
-                                         kept['weight_levels'])
+                                         kept['input_levels'])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -70,7 +70,7 @@ def save_calibration(path, checksum, calibration, texts):
     """Keep `calibration` (an `Int8Calibration`) for the model `checksum`, measured on
     `texts` texts, in `path`, whole or not at all."""
     record = {'format': FORMAT, 'model_sha1': checksum, 'texts': texts,
-              'weight_levels': calibration.weight_levels, 'errors': calibration.errors,
+              'input_levels': calibration.input_levels, 'errors': calibration.errors,
               'column_scales': calibration.column_scales}
     write_file_atomically('calibration', path, lambda f: json.dump(record, f, indent=1))
 
@@ -90,7 +90,7 @@ def int8_inference(net, batches, fast_path, source='data', kinds=None):
     calibration = load_calibration(path, checksum, fast_path)
     if (calibration is not None
             and set(calibration.errors) == set(fast_path.quantizable_layers(net))
-            and calibration.weight_levels == fast_path.weight_levels()):
+            and calibration.input_levels == fast_path.input_levels()):
         how = f'calibration kept in {path}'
     else:
         batches = list(batches())

@@ -1,17 +1,22 @@
 // The first step of an int8 matrix product (d2lbert.fast.int8): each row of the input
-// rounded to int8 with a scale of its own, in one pass over the input.
+// rounded to 8-bit unsigned integers with a scale and zero point of its own, in one pass
+// over the input.
 //
-//   d2lbert_quantize(x, inverse_scales) -> q, row_scales
+//   d2lbert_quantize(x, inverse_scales, levels=L) -> q, row_scales, zero_points
 //     x: (rows, k) float32; inverse_scales: (k,) float32, 1 / c_k per column
-//     q: (rows, k) int8, q[r][c] = x[r][c] * inverse_scales[c] / row_scales[r] rounded to
-//        the nearest integer (ties to even), within [-127, 127]
-//     row_scales: (rows,) float32, row_scales[r] = max_c |x[r][c] * inverse_scales[c]| / 127
-//        (so the row's largest value becomes +-127; 0 for a row of zeros)
+//     q: (rows, k) uint8, q[r][c] = x[r][c] * inverse_scales[c] / row_scales[r] rounded to
+//        the nearest integer (ties to even), plus zero_points[r], within [0, L]
+//     row_scales: (rows,) float32, (hi - lo) / L for the row's values x * inverse_scales
+//        spanning [lo, hi], widened to take 0 in (0 for a row of zeros)
+//     zero_points: (rows,) int32, round(-lo / row_scale), within [0, L]: the integer 0
+//        stands for
 //
 // A scale per input column (the columns' scales are folded into the weight's columns)
 // and one per row, measured as the row is read ("dynamic"), where MXNet's quantize_v2
-// has one per tensor, fixed in advance: d2lbert.fast.int8 says why. Inference only: its
-// backward (which a hybridized graph needs registered) gives zeros.
+// has one per tensor, fixed in advance; a zero point per row, so that a row of mostly
+// positive values (GELU's outputs) gets its L + 1 levels where its values are.
+// d2lbert.fast.int8 says why L is 127 or 255. Inference only: its backward (which a
+// hybridized graph needs registered) gives zeros.
 #include <omp.h>
 
 #include <algorithm>
@@ -29,33 +34,43 @@ inline float round_to_integer(float x) {
   return (x + kShift) - kShift;
 }
 
-// one row: its int8 values into q and its scale returned
-inline float quantize_row(const float* x, const float* inverse_scales, int64_t k,
-                          int8_t* q) {
-  float largest = 0.f;
-#pragma omp simd reduction(max : largest)
-  for (int64_t c = 0; c < k; ++c) largest = std::max(largest, std::fabs(x[c] * inverse_scales[c]));
-  const float to_integers = largest > 0.f ? 127.f / largest : 0.f;
+// one row: its values into q, its scale and zero point returned
+inline void quantize_row(const float* x, const float* inverse_scales, int64_t k, float levels,
+                         uint8_t* q, float* row_scale, int32_t* zero_point) {
+  float lo = 0.f, hi = 0.f;
+#pragma omp simd reduction(min : lo) reduction(max : hi)
+  for (int64_t c = 0; c < k; ++c) {
+    const float value = x[c] * inverse_scales[c];
+    lo = std::min(lo, value);
+    hi = std::max(hi, value);
+  }
+  const float scale = (hi - lo) / levels;
+  const float to_integers = scale > 0.f ? 1.f / scale : 0.f;
+  const float zero = round_to_integer(-lo * to_integers);
 #pragma omp simd
   for (int64_t c = 0; c < k; ++c) {
-    const float scaled = std::min(std::max(x[c] * inverse_scales[c] * to_integers, -127.f), 127.f);
-    q[c] = static_cast<int8_t>(static_cast<int32_t>(round_to_integer(scaled)));
+    const float level = round_to_integer(x[c] * inverse_scales[c] * to_integers) + zero;
+    q[c] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(level, 0.f), levels)));
   }
-  return largest / 127.f;
+  *row_scale = scale;
+  *zero_point = static_cast<int32_t>(zero);
 }
 
-// inputs: x, inverse_scales; outputs: q, row_scales
+// inputs: x, inverse_scales; outputs: q, row_scales, zero_points
 MXReturnValue quantize_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,
                                std::vector<MXTensor>* outputs, const OpResource& res) {
   MXTensor& x = (*inputs)[0];
   const int64_t k = x.shape.back(), rows = x.size() / k;
+  const float levels = static_cast<float>(int_attribute(attrs, "levels", 255));
   const float* in = x.data<float>();
   const float* inverse_scales = (*inputs)[1].data<float>();
-  int8_t* q = (*outputs)[0].data<int8_t>();
+  uint8_t* q = (*outputs)[0].data<uint8_t>();
   float* row_scales = (*outputs)[1].data<float>();
+  int32_t* zero_points = (*outputs)[2].data<int32_t>();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    row_scales[r] = quantize_row(in + r * k, inverse_scales, k, q + r * k);
+    quantize_row(in + r * k, inverse_scales, k, levels, q + r * k, row_scales + r,
+                 zero_points + r);
   }
   return MX_SUCCESS;
 }
@@ -70,7 +85,7 @@ MXReturnValue quantize_backward(const Attributes& attrs, std::vector<MXTensor>* 
 MXReturnValue quantize_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                   std::vector<int>* out_types) {
   if (check_types("d2lbert_quantize", *in_types) != MX_SUCCESS) return MX_FAIL;
-  (*out_types) = {kInt8, kFloat32};
+  (*out_types) = {kUint8, kFloat32, kInt32};
   return MX_SUCCESS;
 }
 
@@ -84,12 +99,13 @@ MXReturnValue quantize_infer_shape(const Attributes& attrs,
   }
   (*out_shapes)[0] = x;
   (*out_shapes)[1] = {x[0]};
+  (*out_shapes)[2] = {x[0]};
   return MX_SUCCESS;
 }
 
 REGISTER_OP(d2lbert_quantize)
 .setForward(quantize_forward, "cpu")
 .setBackward(quantize_backward, "cpu")
-.setParseAttrs(fixed_arity<2, 2>)
+.setParseAttrs(fixed_arity<2, 3>)
 .setInferType(quantize_infer_type)
 .setInferShape(quantize_infer_shape);
