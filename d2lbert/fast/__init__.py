@@ -42,6 +42,7 @@ from ..util.shared_blocks import copy_sharing_parameters
 from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
+from .first_token import FirstTokenEncoderBlock, first_token_only
 from .int8 import (SENTENCE_VECTOR_KINDS, TASK_MODEL_KINDS, Int8Attention, Int8Dense,
                    Int8Calibration, calibrate, int8_model, quantizable_layers,
                    input_levels)

@@ -21,7 +21,7 @@ from ..run.files import write_file_atomically
 from ..run.models import model_folder
 from ..run.options import Options, choice, integer, option, optional, text
 from ..run.precision import INFERENCE_PRECISIONS
-from ..run.setup import prepare_inference, prepare_model
+from ..run.setup import prepare_model
 from ..util.options import flag
 from .fast_choice import load_fast_path
 from .task_model import load_task_model
@@ -102,14 +102,16 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     task_data = TASKS[info.task].reader.file(data, info.labels, 'class' if info.labels
                                               is not None else 'number')
     encoded = encode_task(task_data, vocab, info.max_len)
-    int8_line = None
+    int8_line, fast_path = None, load_fast_path(plain)
+    net = prepare_model(net, 'fp32' if precision == 'int8' else precision, fast_path)
+    if fast_path is not None:  # a sentence classifier: its last block for <cls> alone
+        net = fast_path.first_token_only(net)
     if precision == 'int8':
-        net = prepare_model(net, 'fp32', load_fast_path(plain))
         tools = load_fast_path(False)
         net, int8_line = int8_inference(net, lambda: calibration_batches(encoded, vocab),
                                         tools, kinds=tools.TASK_MODEL_KINDS)
     else:
-        net = prepare_inference(net, precision, load_fast_path(plain))
+        net.hybridize(static_alloc=True)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
                                                  vocab.pad_id, batch_size)
     records = [prediction_record(info, example, prediction, probs) for example, prediction,
