@@ -208,3 +208,49 @@ def test_input_levels_are_127_under_avx2():
                            'print(int8.input_levels())'], env=env, capture_output=True,
                           text=True, check=True)
     assert done.stdout.split() == ['127']
+
+
+POSITIVE = {0, 2, 3, 5, 6, 8}  # the indices of SENTENCES that praise
+
+
+@pytest.fixture(scope='module')
+def minilm_classifier(tmp_path_factory):
+    """(MiniLM fine-tuned for two epochs on SENTENCES as a `--task csv` run, the CSV
+    file of SENTENCES)."""
+    import csv
+    from d2lbert.cli import main
+    folder = tmp_path_factory.mktemp('int8-classifier')
+    with open(folder / 'train.csv', 'w', newline='', encoding='utf-8') as f:
+        writer = csv.writer(f)
+        writer.writerow(['text', 'label'])
+        writer.writerows([text, 'pos' if i in POSITIVE else 'neg']
+                         for i, text in enumerate(SENTENCES))
+    code = main(['finetune', '--task', 'csv', '--model', minilm_folder(), '--data',
+                 str(folder / 'train.csv'), '--out', str(folder / 'run'), '--epochs', '2',
+                 '--batch-size', '4', '--max-len', '32', '--no-progress'])
+    assert code == 0
+    return str(folder / 'run'), str(folder / 'train.csv')
+
+
+def test_predict_int8_says_so_and_stays_near_fp32(minilm_classifier, tmp_path, capsys,
+                                                  monkeypatch):
+    """`predict --precision int8` on a fine-tuned MiniLM classifier (its last block for
+    <cls> alone, its products int8 as `task_model_kinds` allows): the summary line says
+    how many products ran in int8, and each text's probability of 'pos' stays within a
+    fifth of the spread of fp32's over the texts."""
+    import json
+    monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'home'))
+    run, data = minilm_classifier
+    positive, lines = {}, {}
+    for precision in ('fp32', 'int8'):
+        out = tmp_path / f'{precision}.jsonl'
+        code, lines[precision], err = run_main(['predict', '--model', run, '--data', data,
+                                                '--out', out, '--precision', precision],
+                                               capsys)
+        assert code == 0, err
+        positive[precision] = onp.array([json.loads(line)['probabilities']['pos']
+                                         for line in out.read_text().splitlines()])
+    assert 'int8: ' in lines['int8'] and 'encoder products' in lines['int8']
+    spread = positive['fp32'].max() - positive['fp32'].min()
+    assert spread > 0.01 and len(positive['int8']) == len(SENTENCES)
+    assert onp.abs(positive['int8'] - positive['fp32']).max() < spread / 5

@@ -35,8 +35,8 @@ softmax, the attention's small batched products, GELU, and the heads (the pooler
 output layer of a task model, a few outputs per text). A layer whose int8 error on the
 calibration texts stays above MAX_ERROR is kept float32
 (`Int8Calibration.int8_layers`), and so are a task model's feed-forward second layers
-(TASK_MODEL_KINDS): measured choices (chapter_bert/studies/int8_accuracy.py,
-docs/performance.md).
+where the inputs have 127 levels (`task_model_kinds`): measured choices
+(chapter_bert/studies/int8_accuracy.py, docs/performance.md).
 """
 import dataclasses
 import functools
@@ -61,11 +61,18 @@ SMOOTHINGS = (0.0, 0.5, 0.75)
 MAX_ERROR = 0.035
 ERROR_ROWS = 512  # the most input rows of a layer its error is measured on
 # the kinds of products that may run in int8 (`quantizable_layers`' names end with them):
-# all for sentence vectors; a task model keeps its feed-forward second layers float32
-# (a MiniLM SST-2 classifier under AVX2: labels equal to fp32's on 98.85% of dev with
-# them in int8, 99.54% without; docs/performance.md)
+# all for sentence vectors, and for a task model where the inputs have 255 levels; with
+# 127 (`input_levels`), a task model keeps its feed-forward second layers float32 (a
+# MiniLM SST-2 classifier: labels equal to fp32's on 99.77% of dev with every product in
+# int8 and 255 levels, 98.85% with 127 levels, 99.54% then without those; docs/performance.md)
 SENTENCE_VECTOR_KINDS = ('qkv', 'output', 'dense1', 'dense2')
-TASK_MODEL_KINDS = ('qkv', 'output', 'dense1')
+COARSE_TASK_MODEL_KINDS = ('qkv', 'output', 'dense1')
+
+
+def task_model_kinds(levels):
+    """The kinds of a task model's products that may run in int8 when the inputs have
+    `levels` levels (`input_levels`)."""
+    return SENTENCE_VECTOR_KINDS if levels == 255 else COARSE_TASK_MODEL_KINDS
 
 
 @dataclasses.dataclass
