@@ -1,7 +1,7 @@
 """`--precision int8`: a model's int8 calibration, measured once and kept.
 
     net8, line = int8_inference(net, batches, d2lbert.fast)   # net: float32, fast path
-    line   # 'int8 (18 of 24 encoder products; 6 kept fp32), calibration ~/.d2lbert/...'
+    line   # 'int8: 18 of 24 encoder products, 6 kept fp32; calibration kept in ...'
 
 The calibration (`d2lbert.fast.int8.calibrate`: each product's column scales, and which
 products stay float32) is measured on the user's own texts, the first CALIBRATION_TEXTS
