@@ -31,7 +31,7 @@ def all_int8(calibration):
     """A calibration with every product in int8 (their errors set to 0)."""
     from d2lbert.fast import Int8Calibration
     return Int8Calibration({name: 0.0 for name in calibration.errors},
-                           calibration.column_scales, calibration.input_levels)
+                           calibration.column_scales, calibration.weight_levels)
 
 
 def test_int8_products_are_close_to_float32():
@@ -129,9 +129,9 @@ def test_encode_int8_says_so_and_stays_near_fp32(workdir, capsys, monkeypatch):
 
 def test_an_int8_layer_is_the_numpy_int8_product():
     """`Int8Dense` against the module doc's formula in NumPy (float64): the input's
-    columns divided by c, each row rounded to the CPU's levels with a scale and zero
-    point of its own (its values, 0 included, spanning them); the weight W c rounded
-    row by row within +-127; the integer sums less the zero points' share, scaled back,
+    columns divided by c, each row rounded within [0, 255] with a scale and zero point
+    of its own (its values, 0 included, spanning them); the weight W c rounded row by
+    row within the CPU's levels; the integer sums less the zero points' share, scaled back,
     the bias added (d2lbert's kernels `d2lbert_quantize`, `d2lbert_dequantize` around
     oneDNN's int8 product)."""
     import mxnet as mx
@@ -150,7 +150,7 @@ def test_an_int8_layer_is_the_numpy_int8_product():
     X[1, 2] = 0  # a row of zeros: scale 0, outputs the bias
     columns = int8.smoothing_scales(onp.abs(X).reshape(-1, 16).max(axis=0),
                                     weight.astype('float32'), 0.75)
-    levels = int8.input_levels()
+    levels = int8.weight_levels()
     layer = int8.Int8Dense(dense, columns.tolist(), levels)
     for constant in (layer.weight_int8, layer.input_scales, layer.weight_scales,
                      layer.weight_sums):
@@ -158,56 +158,55 @@ def test_an_int8_layer_is_the_numpy_int8_product():
     layer.hybridize(static_alloc=True)
     got = layer(np.array(X, dtype='float32')).asnumpy()
     W = weight.astype('float32') * columns
-    weight_scales = onp.abs(W).max(axis=1) / 127
+    weight_scales = onp.abs(W).max(axis=1) / levels
     W_int8 = onp.round(W / weight_scales[:, None])
     X = X / columns
     lo = onp.minimum(X.min(axis=2, keepdims=True), 0)
     hi = onp.maximum(X.max(axis=2, keepdims=True), 0)
-    row_scales = (hi - lo) / levels
+    row_scales = (hi - lo) / 255
     zero_points = onp.round(-lo / onp.maximum(row_scales, 1e-30))
     q = onp.round(X / onp.maximum(row_scales, 1e-30)) + zero_points
-    assert q.min() == 0 and q.max() == levels
+    assert q.min() == 0 and q.max() == 255
     expected = (q - zero_points) @ W_int8.T * row_scales * weight_scales + bias
-    assert got.shape == (2, 5, 24) and onp.abs(W_int8).max() == 127
+    assert got.shape == (2, 5, 24) and onp.abs(W_int8).max() == levels
     onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
     assert (got[1, 2] == bias.astype('float32')).all()
 
 
-def test_input_levels_are_those_the_cpus_int8_product_sums_exactly():
+def test_weight_levels_are_those_the_cpus_int8_product_sums_exactly():
     """oneDNN's product of 8-bit matrices, on random operands (the inputs within [0,
-    input_levels()], the weights within +-127), equals NumPy's integer product; with 255
-    levels where the probe chose 127 (an AVX2 CPU, or DNNL_MAX_CPU_ISA=AVX2), it does
-    not."""
+    255], the weights within +-weight_levels()), equals NumPy's integer product; with
+    +-127 where the probe chose 63 (an AVX2 CPU, or DNNL_MAX_CPU_ISA=AVX2), it does not."""
     import mxnet as mx
     from d2lbert.fast import int8
     rng = onp.random.default_rng(0)
-    W = rng.integers(-127, 128, size=(32, 256))
+    X = rng.integers(0, 256, size=(64, 256))
     one = mx.nd.ones((1,))
 
-    def product(X):
+    def product(W):
         return mx.nd.contrib.quantized_fully_connected(
             data=mx.nd.array(X, dtype='uint8'), weight=mx.nd.array(W, dtype='int8'),
             min_data=-one, max_data=one, min_weight=-one, max_weight=one, no_bias=True,
             num_hidden=len(W))[0].asnumpy()
-    levels = int8.input_levels()
-    X = rng.integers(0, levels + 1, size=(64, 256))
-    assert (product(X) == X @ W.T).all()
-    if levels == 127:
-        X = rng.integers(0, 256, size=(64, 256))
-        assert not (product(X) == X @ W.T).all()
+    levels = int8.weight_levels()
+    W = rng.integers(-levels, levels + 1, size=(32, 256))
+    assert (product(W) == X @ W.T).all()
+    if levels == 63:
+        W = rng.integers(-127, 128, size=(32, 256))
+        assert not (product(W) == X @ W.T).all()
 
 
-def test_input_levels_are_127_under_avx2():
-    """Held to AVX2 (no VNNI), oneDNN's int8 product overflows with inputs of 255 levels:
+def test_weight_levels_are_63_under_avx2():
+    """Held to AVX2 (no VNNI), oneDNN's int8 product overflows with weights within +-127:
     the probe finds it, in a process of its own."""
     import os
     import subprocess
     import sys
     env = dict(os.environ, DNNL_MAX_CPU_ISA='AVX2')
     done = subprocess.run([sys.executable, '-c', 'from d2lbert.fast import int8; '
-                           'print(int8.input_levels())'], env=env, capture_output=True,
+                           'print(int8.weight_levels())'], env=env, capture_output=True,
                           text=True, check=True)
-    assert done.stdout.split() == ['127']
+    assert done.stdout.split() == ['63']
 
 
 POSITIVE = {0, 2, 3, 5, 6, 8}  # the indices of SENTENCES that praise
@@ -235,7 +234,7 @@ def minilm_classifier(tmp_path_factory):
 def test_predict_int8_says_so_and_stays_near_fp32(minilm_classifier, tmp_path, capsys,
                                                   monkeypatch):
     """`predict --precision int8` on a fine-tuned MiniLM classifier (its last block for
-    <cls> alone, its products int8 as `task_model_kinds` allows): the summary line says
+    <cls> alone): the summary line says
     how many products ran in int8, and each text's probability of 'pos' stays within a
     fifth of the spread of fp32's over the texts."""
     import json

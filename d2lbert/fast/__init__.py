@@ -43,9 +43,9 @@ from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
 from .first_token import FirstTokenEncoderBlock, first_token_only
-from .int8 import (SENTENCE_VECTOR_KINDS, Int8Attention, Int8Dense,
+from .int8 import (Int8Attention, Int8Dense,
                    Int8Calibration, calibrate, int8_model, quantizable_layers,
-                   input_levels, task_model_kinds)
+                   weight_levels)
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer

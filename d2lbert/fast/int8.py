@@ -12,20 +12,21 @@ Xiao et al. 2023): the large columns shrink in the input and grow in the weight,
 each row has its own scale. `calibrate` measures max|x_k| on some texts and picks each
 layer's a among SMOOTHINGS (0: no smoothing), the one whose int8 product is nearest the
 float32 one. The weight W c is rounded once, row by row: row j (output j) as
-`w_j = round(W_j c / s_j)`, s_j = max|W_j c| / 127, int8. The input x / c is rounded row
-by row too, each row (token) r with a scale t_r and a zero point z_r of its own, measured
-as it is read ("dynamic", per token, as in Yao et al. 2022's ZeroQuant): its values span
-[lo_r, hi_r] (0 included), t_r = (hi_r - lo_r) / L, z_r = round(-lo_r / t_r), and
-`q_r = round(x_r / (c t_r)) + z_r`, integers within [0, L] (unsigned: a row of mostly
-positive values, such as GELU's outputs, gets its levels where its values are). Output j
-of row r is then `t_r s_j (sum_k q_rk w_jk - z_r sum_k w_jk)` plus the bias, in float32.
+`w_j = round(W_j c / s_j)`, s_j = max|W_j c| / L, integers within +-L, L = 127 or 63
+(below). The input x / c is rounded row by row too, each row (token) r with a scale t_r
+and a zero point z_r of its own, measured as it is read ("dynamic", per token, as in Yao
+et al. 2022's ZeroQuant): its values span [lo_r, hi_r] (0 included), t_r = (hi_r - lo_r)
+/ 255, z_r = round(-lo_r / t_r), and `q_r = round(x_r / (c t_r)) + z_r`, integers within
+[0, 255] (unsigned: a row of mostly positive values, such as GELU's outputs, gets its
+levels where its values are). Output j of row r is then `t_r s_j (sum_k q_rk w_jk - z_r
+sum_k w_jk)` plus the bias, in float32.
 
 oneDNN multiplies 8-bit matrices on AVX2's and AVX-512's integer dot products, an
 unsigned input times a signed weight. Without VNNI (AVX2 CPUs: AMD Zen 1-3, Intel before
 Ice Lake), they add pairs of products in 16-bit integers, which overflow when both are
-large: 255 x 127 x 2 > 2^15 (oneDNN's "nuances of int8 computations"); with inputs
-within [0, 127] they cannot. So the inputs get L = 127 levels where a probe of the
-product overflows (`input_levels`), L = 255 elsewhere. MXNet 1.9 calls oneDNN's product
+large: 255 x 127 x 2 > 2^15 (oneDNN's "nuances of int8 computations"); with weights
+within +-63 they cannot. So the weights get L = 63 where a probe of the product
+overflows (`weight_levels`), L = 127 elsewhere. MXNet 1.9 calls oneDNN's product
 (`quantized_fully_connected`) between d2lbert's kernels `d2lbert_quantize` and
 `d2lbert_dequantize`, one pass over the input and one over the output.
 
@@ -34,9 +35,8 @@ output layer, the feed-forward block's two layers. The rest stays float32: Layer
 softmax, the attention's small batched products, GELU, and the heads (the pooler and
 output layer of a task model, a few outputs per text). A layer whose int8 error on the
 calibration texts stays above MAX_ERROR is kept float32
-(`Int8Calibration.int8_layers`), and so are a task model's feed-forward second layers
-where the inputs have 127 levels (`task_model_kinds`): measured choices
-(chapter_bert/studies/int8_accuracy.py, docs/performance.md).
+(`Int8Calibration.int8_layers`): a measured choice (chapter_bert/studies/int8_accuracy.py,
+docs/performance.md).
 """
 import dataclasses
 import functools
@@ -59,20 +59,8 @@ SMOOTHINGS = (0.0, 0.5, 0.75)
 # MiniLM's layers err at most 2.6% under AVX2 (a feed-forward second layer); one at 3.0%
 # in int8 moved its vectors' mean cosine to float32's by less than 0.0001 (docs/performance.md)
 MAX_ERROR = 0.035
+INPUT_LEVELS = 255  # the inputs rounded to integers within [0, INPUT_LEVELS]
 ERROR_ROWS = 512  # the most input rows of a layer its error is measured on
-# the kinds of products that may run in int8 (`quantizable_layers`' names end with them):
-# all for sentence vectors, and for a task model where the inputs have 255 levels; with
-# 127 (`input_levels`), a task model keeps its feed-forward second layers float32 (a
-# MiniLM SST-2 classifier: labels equal to fp32's on 99.77% of dev with every product in
-# int8 and 255 levels, 98.85% with 127 levels, 99.54% then without those; docs/performance.md)
-SENTENCE_VECTOR_KINDS = ('qkv', 'output', 'dense1', 'dense2')
-COARSE_TASK_MODEL_KINDS = ('qkv', 'output', 'dense1')
-
-
-def task_model_kinds(levels):
-    """The kinds of a task model's products that may run in int8 when the inputs have
-    `levels` levels (`input_levels`)."""
-    return SENTENCE_VECTOR_KINDS if levels == 255 else COARSE_TASK_MODEL_KINDS
 
 
 @dataclasses.dataclass
@@ -82,29 +70,28 @@ class Int8Calibration:
     errors: {layer name (`quantizable_layers`): relative error of its int8 output over
       the calibration texts}
     column_scales: {layer name: c, a list of num_inputs numbers}
-    input_levels: L, the inputs rounded to integers within [0, L] (`input_levels`)
+    weight_levels: L, the weights rounded to integers within +-L (`weight_levels`)
     """
     errors: Dict[str, float]
     column_scales: Dict[str, List[float]]
-    input_levels: int
+    weight_levels: int
 
-    def int8_layers(self, kinds=SENTENCE_VECTOR_KINDS) -> List[str]:
-        """The layers of `kinds` whose error is at most MAX_ERROR."""
-        return [name for name, error in self.errors.items()
-                if error <= MAX_ERROR and name.split('.')[1] in kinds]
+    def int8_layers(self) -> List[str]:
+        """The layers whose error is at most MAX_ERROR."""
+        return [name for name, error in self.errors.items() if error <= MAX_ERROR]
 
 
 @functools.lru_cache(maxsize=None)
-def input_levels():
-    """255, or 127 where oneDNN's int8 product on this CPU overflows with inputs of 255
-    levels (the module doc): a probe, 255 x 127 summed over 64 products."""
+def weight_levels():
+    """127, or 63 where oneDNN's int8 product on this CPU overflows with weights within
+    +-127 (the module doc): a probe, 255 x 127 summed over 64 products."""
     one = mx.nd.ones((1,))
     sums = mx.nd.contrib.quantized_fully_connected(
         data=mx.nd.full((1, 64), 255, dtype='uint8'), weight=mx.nd.full((1, 64), 127,
                                                                         dtype='int8'),
         min_data=-one, max_data=one, min_weight=-one, max_weight=one, no_bias=True,
         num_hidden=1)[0]
-    return 255 if int(sums.asnumpy()[0, 0]) == 64 * 255 * 127 else 127
+    return 127 if int(sums.asnumpy()[0, 0]) == 64 * 255 * 127 else 63
 
 
 def quantizable_layers(net):
@@ -162,7 +149,7 @@ def calibrate(net, batches, max_rows=ERROR_ROWS):
         probe(*batch)
     for hook in hooks:
         hook.detach()
-    errors, column_scales, levels = {}, {}, input_levels()
+    errors, column_scales, levels = {}, {}, weight_levels()
     rng = onp.random.RandomState(0)
     for name, layer in quantizable_layers(net).items():
         X = onp.concatenate(inputs.pop(name))
@@ -196,20 +183,20 @@ def smoothing_scales(largest_inputs, weight, smoothing):
     return (largest_inputs ** smoothing / largest_weight ** (1 - smoothing)).astype('float32')
 
 
-def relative_error(X, weight, levels=255, exact=None):
+def relative_error(X, weight, levels=127, exact=None):
     """|int8 product - float32 product| / |float32 product| (Frobenius norms) of X
-    (rows, num_inputs) times weight (num_outputs, num_inputs).T, X rounded row by row to
-    `levels` levels (`quantized_rows`) and the weight (`int8_weight`), in NumPy; exact:
+    (rows, num_inputs) times weight (num_outputs, num_inputs).T, X rounded row by row
+    (`quantized_rows`) and the weight within +-levels (`int8_weight`), in NumPy; exact:
     the float32 product, if computed already."""
-    weight_int8, weight_scales = int8_weight(weight)
-    q, row_scales, zero_points = quantized_rows(X, levels)
+    weight_int8, weight_scales = int8_weight(weight, levels)
+    q, row_scales, zero_points = quantized_rows(X)
     sums = q @ weight_int8.T.astype('float32') - zero_points[:, None] * weight_int8.sum(axis=1)
     product = sums * row_scales[:, None] * weight_scales
     exact = X @ weight.T if exact is None else exact
     return float(onp.linalg.norm(product - exact) / max(onp.linalg.norm(exact), 1e-30))
 
 
-def quantized_rows(X, levels=255):
+def quantized_rows(X, levels=INPUT_LEVELS):
     """(q, row_scales, zero_points): X (rows, num_inputs) rounded row by row to integers
     within [0, levels] (as float32), with each row's scale and zero point (rows,), as
     `d2lbert_quantize` rounds them (the module doc)."""
@@ -221,18 +208,18 @@ def quantized_rows(X, levels=255):
     return q, row_scales, zero_points
 
 
-def int8_weight(weight):
-    """(weight rounded to integers within +-127 row by row, as int8, the rows' scales
+def int8_weight(weight, levels=127):
+    """(weight rounded to integers within +-levels row by row, as int8, the rows' scales
     (num_outputs,) float64)."""
-    scales = onp.maximum(onp.abs(weight).max(axis=1), 1e-30).astype('float64') / 127
+    scales = onp.maximum(onp.abs(weight).max(axis=1), 1e-30).astype('float64') / levels
     return onp.round(weight / scales[:, None]).astype('int8'), scales
 
 
 def int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bias,
-                 num_outputs, levels):
+                 num_outputs):
     """X (..., num_inputs) float32 times the int8 weight (num_outputs, num_inputs),
     returning float32 (..., num_outputs): X times input_scales (num_inputs,) (1 / c_k)
-    rounded row by row to `levels` levels, the integer product less the zero points'
+    rounded row by row within [0, INPUT_LEVELS], the integer product less the zero points'
     share (weight_sums (num_outputs,), int32), scaled by the rows' scales and
     weight_scales (num_outputs,) (s_j), and the bias added (see the module doc). Needs
     d2lbert's kernels (`kernels.available()`): MXNet's `quantize_v2` has one scale per
@@ -242,7 +229,8 @@ def int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bi
     rows = module.reshape(X.as_nd_ndarray(), shape=(-1, 0), reverse=True)  # 2 axes
     input_scales, weight_scales, weight_sums, bias = kernels.as_legacy(
         input_scales, weight_scales, weight_sums, bias)
-    q, row_scales, zero_points = module.d2lbert_quantize(rows, input_scales, levels=levels)
+    q, row_scales, zero_points = module.d2lbert_quantize(rows, input_scales,
+                                                         levels=INPUT_LEVELS)
     span = module.ones(shape=(1,))  # the operands' ranges: they change no sum
     sums = module.contrib.quantized_fully_connected(  # int32
         data=q, weight=weight_int8.as_nd_ndarray(), min_data=-span, max_data=span,
@@ -253,12 +241,13 @@ def int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bi
                                rhs_end=-1).as_np_ndarray()
 
 
-def int8_constants(block, weight, column_scales, prefix=''):
+def int8_constants(block, weight, column_scales, levels, prefix=''):
     """Give `block` (in its name scope) the constants of an int8 product with the float32
-    `weight` (num_outputs, num_inputs) and its input's column_scales (c, num_inputs):
-    weight_int8, input_scales, weight_scales, weight_sums (see `int8_product`)."""
+    `weight` (num_outputs, num_inputs), rounded within +-levels, and its input's
+    column_scales (c, num_inputs): weight_int8, input_scales, weight_scales, weight_sums
+    (see `int8_product`)."""
     column_scales = onp.asarray(column_scales, dtype='float64')
-    weight_int8, weight_scales = int8_weight(weight * column_scales)
+    weight_int8, weight_scales = int8_weight(weight * column_scales, levels)
     values = {'weight_int8': weight_int8,
               'input_scales': (1 / column_scales).astype('float32'),
               'weight_scales': weight_scales.astype('float32'),
@@ -271,21 +260,21 @@ def int8_constants(block, weight, column_scales, prefix=''):
 @numpy_mode_block
 class Int8Dense(nn.HybridBlock):
     """A `nn.Dense` (flatten=False) whose product is int8 (`int8_product`): its weight
-    times column_scales rounded once, its input's columns divided by column_scales and
-    its rows rounded to `levels` levels; shares the Dense's bias.
+    times column_scales rounded once within +-levels, its input's columns divided by
+    column_scales; shares the Dense's bias.
 
     forward(X): X (..., in_units) float32; returns (..., units) float32"""
-    def __init__(self, dense, column_scales, levels=255):
+    def __init__(self, dense, column_scales, levels=127):
         super().__init__(prefix=dense.prefix, params=dense.params)  # names as the Dense's
-        self.units, self.act, self.levels = dense._units, dense.act, levels
+        self.units, self.act = dense._units, dense.act
         with self.name_scope():
             self.bias = self.params.get('bias')  # the Dense's
-        int8_constants(self, dense.weight.data().asnumpy(), column_scales)
+        int8_constants(self, dense.weight.data().asnumpy(), column_scales, levels)
 
     def hybrid_forward(self, F, X, bias, weight_int8, input_scales, weight_scales,
                        weight_sums):
         Y = int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bias,
-                         self.units, self.levels)
+                         self.units)
         return self.act(Y) if self.act is not None else Y
 
 
@@ -296,15 +285,14 @@ class Int8Attention(nn.HybridBlock):
     layer, and computes the rest as it does (`FusedMultiHeadAttention.attend`).
 
     forward(X, valid_lens): as `FusedMultiHeadAttention`'s"""
-    def __init__(self, attention, column_scales, levels=255):
+    def __init__(self, attention, column_scales, levels=127):
         super().__init__(prefix=attention.prefix, params=attention.params)
         self.num_heads, self.num_hiddens = attention.num_heads, attention.num_hiddens
-        self.levels = levels
         self.dropout_rate, self.output = attention.dropout_rate, attention.output
         with self.name_scope():
             self.query_bias, self.key_bias, self.value_bias = (
                 self.params.get(name) for name in ('query_bias', 'key_bias', 'value_bias'))
-        int8_constants(self, layer_weight(attention)[0], column_scales, 'qkv_')
+        int8_constants(self, layer_weight(attention)[0], column_scales, levels, 'qkv_')
 
     def hybrid_forward(self, F, X, valid_lens, query_bias, key_bias, value_bias,
                        weight_int8, input_scales, weight_scales, weight_sums):
@@ -312,23 +300,23 @@ class Int8Attention(nn.HybridBlock):
         bias = F.np.concatenate([b.reshape(heads, hiddens // heads) for b in
                                  (query_bias, key_bias, value_bias)], axis=1)
         qkv = int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums,
-                           bias.reshape(3 * hiddens), 3 * hiddens, self.levels)
+                           bias.reshape(3 * hiddens), 3 * hiddens)
         return FusedMultiHeadAttention.attend(self, F, X, qkv, valid_lens)
 
 
 @in_numpy_mode
-def int8_model(net, calibration, kinds=SENTENCE_VECTOR_KINDS, ctx=None):
+def int8_model(net, calibration, ctx=None):
     """A new model computing as `net` (float32, on the fast path) but with the layers
-    `calibration.int8_layers(kinds)` in int8; net's blocks are left unchanged, its float32
+    `calibration.int8_layers()` in int8; net's blocks are left unchanged, its float32
     parameters shared. Hybridize it before use."""
     copied = copy_of_model(net)
     ctx = ctx or net.collect_params().list_ctx()[0]
     layers = quantizable_layers(copied)
-    for name in calibration.int8_layers(kinds):
+    for name in calibration.int8_layers():
         layer = layers[name]
         int8_class = Int8Attention if name.endswith('.qkv') else Int8Dense
         int8_layer = int8_class(layer, calibration.column_scales[name],
-                                calibration.input_levels)
+                                calibration.weight_levels)
         replace_child(copied, layer, int8_layer)
         for constant in (int8_layer.weight_int8, int8_layer.input_scales,
                          int8_layer.weight_scales, int8_layer.weight_sums):

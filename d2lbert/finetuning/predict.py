@@ -109,8 +109,7 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     if precision == 'int8':
         tools = load_fast_path(False)
         net, int8_line = int8_inference(net, lambda: calibration_batches(encoded, vocab),
-                                        tools, kinds=tools.task_model_kinds(
-                                            tools.input_levels()))
+                                        tools)
     else:
         net.hybridize(static_alloc=True)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),

@@ -9,7 +9,7 @@ of a run's data (or of --calibration FILE), and kept as a JSON file in the folde
 `calibration_folder()` (``$D2LBERT_HOME/int8``, the user's cache), named by the model's
 checksum (of its encoder's parameters) and where the texts came from: a later run of the
 same model finds it and calibrates no more. A file that names another model's checksum,
-or other layers, or other input levels (`d2lbert.fast.int8.input_levels`: measured on
+or other layers, or other weight levels (`d2lbert.fast.int8.weight_levels`: measured on
 another CPU), or was measured on fewer texts (a run on fewer than CALIBRATION_TEXTS
 texts calibrates each time), is ignored and replaced. It is written whole or not at all.
 """
@@ -23,7 +23,7 @@ from .errors import RunError
 from .files import write_file_atomically
 
 CALIBRATION_TEXTS = 128  # texts measured: MiniLM's vectors were as close to fp32 as with 256
-FORMAT = 4  # the file's format; a file of another is measured again
+FORMAT = 5  # the file's format; a file of another is measured again
 
 
 def calibration_folder():
@@ -61,7 +61,7 @@ def load_calibration(path, checksum, fast_path):
                 or kept['texts'] < CALIBRATION_TEXTS):
             return None
         return fast_path.Int8Calibration(kept['errors'], kept['column_scales'],
-                                         kept['input_levels'])
+                                         kept['weight_levels'])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -70,18 +70,16 @@ def save_calibration(path, checksum, calibration, texts):
     """Keep `calibration` (an `Int8Calibration`) for the model `checksum`, measured on
     `texts` texts, in `path`, whole or not at all."""
     record = {'format': FORMAT, 'model_sha1': checksum, 'texts': texts,
-              'input_levels': calibration.input_levels, 'errors': calibration.errors,
+              'weight_levels': calibration.weight_levels, 'errors': calibration.errors,
               'column_scales': calibration.column_scales}
     write_file_atomically('calibration', path, lambda f: json.dump(record, f, indent=1))
 
 
-def int8_inference(net, batches, fast_path, source='data', kinds=None):
+def int8_inference(net, batches, fast_path, source='data'):
     """A new model, net's products in int8 as its calibration says (`fast_path.
     int8_model`), hybridized, and the line that says what runs in int8; net (float32,
     on the fast path) is left unchanged. batches: a function returning the calibration
-    batches (called only if no calibration is kept for net and `source`); kinds: those
-    of products that may be int8 (default: `fast_path.SENTENCE_VECTOR_KINDS`)."""
-    kinds = kinds or fast_path.SENTENCE_VECTOR_KINDS
+    batches (called only if no calibration is kept for net and `source`)."""
     if not fast_path.kernels.available():
         raise RunError("--precision int8 needs d2lbert's CPU kernels, which could not be "
                        'built here (see the warning above); use --precision fp32')
@@ -90,7 +88,7 @@ def int8_inference(net, batches, fast_path, source='data', kinds=None):
     calibration = load_calibration(path, checksum, fast_path)
     if (calibration is not None
             and set(calibration.errors) == set(fast_path.quantizable_layers(net))
-            and calibration.input_levels == fast_path.input_levels()):
+            and calibration.weight_levels == fast_path.weight_levels()):
         how = f'calibration kept in {path}'
     else:
         batches = list(batches())
@@ -98,9 +96,9 @@ def int8_inference(net, batches, fast_path, source='data', kinds=None):
         texts = sum(len(batch[2]) for batch in batches)
         save_calibration(path, checksum, calibration, texts)
         how = f'calibrated on {texts} texts, kept in {path}'
-    net8 = fast_path.int8_model(net, calibration, kinds)
+    net8 = fast_path.int8_model(net, calibration)
     net8.hybridize(static_alloc=True)
     total = len(calibration.errors)
-    kept = total - len(calibration.int8_layers(kinds))
+    kept = total - len(calibration.int8_layers())
     return net8, (f'int8: {total - kept} of {total} encoder products, {kept} kept fp32; '
                   f'{how}')

@@ -15,7 +15,7 @@
 // and one per row, measured as the row is read ("dynamic"), where MXNet's quantize_v2
 // has one per tensor, fixed in advance; a zero point per row, so that a row of mostly
 // positive values (GELU's outputs) gets its L + 1 levels where its values are.
-// d2lbert.fast.int8 says why L is 127 or 255. Inference only: its backward (which a
+// d2lbert.fast.int8 takes L = 255. Inference only: its backward (which a
 // hybridized graph needs registered) gives zeros.
 #include <omp.h>
 
