@@ -15,6 +15,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import numpy as onp
 import pytest
@@ -34,6 +35,7 @@ from d2lbert.bench.report import (INFERENCE_COMMANDS, TARGETS, evaluate_targets,
                                   markdown_snippet)
 from d2lbert.bench.squad_windows import (NO_ANSWER_SHARE, SQUAD_CONFIGS, get_squad_config,
                                          squad_like_windows)
+from d2lbert.bench.timing import interleaved_best_times
 from d2lbert.cli import main
 from test_cli_flags import run_main
 from test_inputs import minilm_folder
@@ -463,6 +465,19 @@ def test_bench_device_must_be_cpu_or_a_usable_gpu(capsys):
         assert message in stderr and 'Traceback' not in stderr
 
 
+def test_interleaved_best_times_call_each_function_once_per_round():
+    """Every function runs once in each round (a slow moment of the machine falls on
+    one call of each, not on all the calls of one), and each keeps its shortest time."""
+    calls = []
+
+    def function(name, seconds):
+        return lambda: (calls.append(name), time.sleep(seconds.pop(0)))
+    best = interleaved_best_times({'a': function('a', [0.03, 0.01, 0.02]),
+                                   'b': function('b', [0.0, 0.02, 0.02])}, 3, lambda: None)
+    assert calls == ['a', 'b'] * 3
+    assert 0.01 <= best['a'] < 0.02 and best['b'] < 0.01
+
+
 def test_rounds_alternate_the_order_and_add_up():
     """Round 2 runs the implementations in reverse; the merged result is the total
     steps over the total time, whatever each round's share."""
@@ -614,6 +629,11 @@ def test_quick_inference_part_reports_rows(tmp_path, sst2_classifier):
         assert ours['rows'] == 20 and runs[peer]['seconds'] > 0
         assert ours['speedup'] == pytest.approx(runs[peer]['seconds'] / ours['seconds'])
         assert 0.9 < ours[closeness] <= 1 + 1e-6
+        for run in runs.values():  # 2 rounds (the default), each row once per round
+            assert run['seconds'] == pytest.approx(sum(run['round_seconds']) / 2)
+        started = [line.split(' / ')[1].split(' (round')[0] for line in done.stderr.splitlines()
+                   if line.startswith(f'inference: {command} / ')]
+        assert started == [*peers, 'd2lbert fp32', 'd2lbert fp32', *peers[::-1]]
     assert not any('inference' in note for note in results['notes'])
     assert '`predict --data`' in done.stdout and 'Targets: not judged with --quick' in done.stdout
     snippet = markdown_snippet(results)

@@ -105,7 +105,8 @@ class BenchOptions(Options):
         'tenth of a pretraining step, so more of them for as steady a time)', integer(1),
         shown_default='40; --quick: 2')
     rounds: int = option(2, 'rounds the pretraining steps are split into (fine-tuning: '
-                         'each round times the same steps), the '
+                         'each round times the same steps; inference: each round runs '
+                         'each command once), the '
                          'implementations in turn and in reverse order every second '
                          'round, so that the machine drifting in speed weighs on each '
                          'alike (rounds.py)', integer(1))
@@ -276,7 +277,7 @@ def bench_inference(options, notes, log=print):
     try:
         return measure_inference(options.sentence_model, options.classifier,
                                  options.sst2_train, options.inference_texts, precisions,
-                                 options.threads, log)
+                                 options.threads, options.rounds, log)
     except RuntimeError as error:
         log(f'  failed: {error}')
         return {'error': str(error)}

@@ -3,13 +3,15 @@ predict --data` processes timed (process start included) against sentence-transf
 `encode(batch_size=64)` and transformers' `BertForSequenceClassification` over
 length-sorted batches of 64 (model loading excluded), on the same SST-2 training
 sentences, each in its own process with the same OMP_NUM_THREADS (d2lbert's each with an
-empty D2LBERT_HOME: int8's calibration is timed, as in a first run); and how close the
-outputs are (the cosines of the rows; the share of equal labels). Where onnxruntime is
-installed, encode has two more peers: MiniLM exported to ONNX and run by ONNX Runtime,
+empty D2LBERT_HOME: int8's calibration is timed, as in a first run), in interleaved
+rounds (`timed_in_rounds`: on a shared machine the peers' times drifted by a third
+between runs); and how close the outputs are (the cosines of the rows; the share of
+equal labels). Where onnxruntime is installed, encode has two more peers: MiniLM exported to ONNX and run by ONNX Runtime,
 in float32 and dynamically quantized to int8 (`onnx_session`).
 
     python -m d2lbert.bench.inference --model MINILM_FOLDER --classifier RUN \\
-        --texts 20000 --threads 2 --precisions fp32,bf16,int8 --json inference.json
+        --texts 20000 --threads 2 --rounds 2 --precisions fp32,bf16,int8 \\
+        --json inference.json
 
 --classifier (a `d2lbert finetune` output folder) is optional: without it, encode only.
 The same measurement is the 'inference' part of `d2lbert bench` (`d2lbert bench
@@ -29,6 +31,7 @@ import numpy as onp
 from ..run.files import check_output, write_file_atomically
 from .inference_inputs import ORT_PEERS, SST2_TRAIN
 from .machine import describe_machine
+from .rounds import round_orders
 
 PEER_BATCH_SIZE = 64
 
@@ -198,35 +201,56 @@ def timed_peer(kind, model, texts_file, out, threads):
     return float(stdout.strip().splitlines()[-1])
 
 
-def bench_encode(model, txt, folder, precisions, threads, log=print):
+def bench_encode(model, txt, folder, precisions, threads, rounds=1, log=print):
     """{row: {'seconds', ...}} of encoding the texts of `txt`: sentence-transformers
-    with `model`, then `d2lbert encode --data` in each of `precisions`, each row's
-    least cosine to sentence-transformers' vector of the same text and its speedup."""
-    theirs = os.path.join(folder, 'st.npy')
-    log('inference: encode / sentence-transformers ...')
-    results = {'sentence-transformers': {'seconds': timed_peer(
-        'sentence-transformers', model, txt, theirs, threads)}}
-    reference = onp.load(theirs)
-    for kind in ORT_PEERS if onnxruntime_installed() else ():
-        log(f'inference: encode / {kind} ...')
-        vectors = os.path.join(folder, f"{kind.replace(' ', '-')}.npy")
-        results[kind] = {'seconds': timed_peer(kind, model, txt, vectors, threads),
-                         **cosines_to(onp.load(vectors), reference)}
-    for precision in precisions:
-        log(f'inference: encode / d2lbert {precision} ...')
-        ours = os.path.join(folder, f'emb-{precision}.npy')
-        seconds, _ = timed_process(
+    with `model` (and ONNX Runtime's peers where installed), and `d2lbert encode --data`
+    in each of `precisions`, in `rounds` interleaved rounds (`timed_in_rounds`); each
+    row's least cosine to sentence-transformers' vector of the same text and its
+    speedup."""
+    def peer_run(kind):
+        return lambda out, home: timed_peer(kind, model, txt, out, threads)
+
+    def d2lbert_run(precision):
+        return lambda out, home: timed_process(
             [sys.executable, '-m', 'd2lbert', 'encode', '--model', model, '--data',
-             txt, '--pooling', 'mean', '--normalize', '--out', ours, '--precision',
-             precision], threads, first_run_home(folder, f'encode-{precision}'))
-        vectors = onp.load(ours)
-        results[f'd2lbert {precision}'] = {
-            'seconds': seconds, 'rows': len(vectors), **cosines_to(vectors, reference),
-            'speedup': results['sentence-transformers']['seconds'] / seconds}
-        if 'onnxruntime int8' in results:
-            results[f'd2lbert {precision}']['speedup_over_onnxruntime_int8'] = (
-                results['onnxruntime int8']['seconds'] / seconds)
+             txt, '--pooling', 'mean', '--normalize', '--out', out, '--precision',
+             precision], threads, home)[0]
+    runs = {'sentence-transformers': peer_run('sentence-transformers'),
+            **{kind: peer_run(kind) for kind in
+               (ORT_PEERS if onnxruntime_installed() else ())},
+            **{f'd2lbert {precision}': d2lbert_run(precision) for precision in precisions}}
+    results, outputs = timed_in_rounds(runs, folder, 'encode', dict.fromkeys(runs, '.npy'),
+                                       rounds, log)
+    reference = onp.load(outputs['sentence-transformers'])
+    for row, out in outputs.items():
+        vectors = onp.load(out)
+        if row != 'sentence-transformers':
+            results[row].update(cosines_to(vectors, reference))
+        if row.startswith('d2lbert '):
+            results[row].update(rows=len(vectors), speedup=results[
+                'sentence-transformers']['seconds'] / results[row]['seconds'])
+            if 'onnxruntime int8' in results:
+                results[row]['speedup_over_onnxruntime_int8'] = (
+                    results['onnxruntime int8']['seconds'] / results[row]['seconds'])
     return results
+
+
+def timed_in_rounds(runs, folder, command, suffixes, rounds, log=print):
+    """({row: {'seconds': the mean of its rounds, 'round_seconds': [...]}}, {row: the
+    output file of its last round}) of each run(out, home) in `runs` (returning its
+    seconds), in `rounds` rounds: the rows in turn, in reverse order every second round
+    (`rounds.py`: a drift of the machine's speed weighs on each row alike, and each
+    ratio is of times taken side by side). Each run writes a new file in folder (its
+    row's suffix in `suffixes`) and has a new, empty D2LBERT_HOME (`first_run_home`)."""
+    seconds, outputs = {row: [] for row in runs}, {}
+    for number, order in enumerate(round_orders(list(runs), rounds), 1):
+        for row in order:
+            log(f'inference: {command} / {row} (round {number} of {rounds}) ...')
+            name = f"{command}-{row.replace(' ', '-')}-{number}"
+            outputs[row] = os.path.join(folder, name + suffixes[row])
+            seconds[row].append(runs[row](outputs[row], first_run_home(folder, name)))
+    return {row: {'seconds': sum(times) / len(times), 'round_seconds': times}
+            for row, times in seconds.items()}, outputs
 
 
 def first_run_home(folder, name):
@@ -245,47 +269,51 @@ def cosines_to(vectors, reference):
             'percentile_1_cosine': float(onp.percentile(cosines, 1))}
 
 
-def bench_predict(classifier, tsv, txt, folder, precisions, threads, log=print):
+def bench_predict(classifier, tsv, txt, folder, precisions, threads, rounds=1, log=print):
     """{row: {'seconds', ...}} of classifying the texts: transformers'
-    `BertForSequenceClassification` with `classifier` converted to Hugging Face, then
-    `d2lbert predict --data tsv` in each of `precisions`, each row's share of labels
-    equal to transformers' and its speedup."""
+    `BertForSequenceClassification` with `classifier` converted to Hugging Face, and
+    `d2lbert predict --data tsv` in each of `precisions`, in `rounds` interleaved rounds
+    (`timed_in_rounds`); each row's share of labels equal to transformers' and its
+    speedup."""
     exported = os.path.join(folder, 'classifier-hf')
     timed_process([sys.executable, '-m', 'd2lbert', 'convert', '--to-hf',
                    classifier, '--out', exported], threads)
-    theirs = os.path.join(folder, 'transformers.npy')
-    log('inference: predict / transformers ...')
-    results = {'transformers': {'seconds': timed_peer('transformers', exported, txt, theirs,
-                                                      threads)}}
+
+    def d2lbert_run(precision):
+        return lambda out, home: timed_process(
+            [sys.executable, '-m', 'd2lbert', 'predict', '--model', classifier,
+             '--data', tsv, '--out', out, '--precision', precision], threads, home)[0]
+    runs = {'transformers': lambda out, home: timed_peer('transformers', exported, txt, out,
+                                                         threads),
+            **{f'd2lbert {precision}': d2lbert_run(precision) for precision in precisions}}
+    suffixes = {row: '.npy' if row == 'transformers' else '.jsonl' for row in runs}
+    results, outputs = timed_in_rounds(runs, folder, 'predict', suffixes, rounds, log)
     with open(os.path.join(exported, 'config.json'), encoding='utf-8') as f:
         id2label = json.load(f)['id2label']
-    reference = [id2label[str(i)] for i in onp.load(theirs)]
-    for precision in precisions:
-        log(f'inference: predict / d2lbert {precision} ...')
-        out = os.path.join(folder, f'pred-{precision}.jsonl')
-        seconds, _ = timed_process(
-            [sys.executable, '-m', 'd2lbert', 'predict', '--model', classifier,
-             '--data', tsv, '--out', out, '--precision', precision], threads,
-            first_run_home(folder, f'predict-{precision}'))
-        with open(out, encoding='utf-8') as f:
-            labels = [json.loads(line)['label'] for line in f]
-        results[f'd2lbert {precision}'] = {
-            'seconds': seconds, 'rows': len(labels),
-            'equal_labels': sum(a == b for a, b in zip(labels, reference)) / len(reference),
-            'speedup': results['transformers']['seconds'] / seconds}
+    reference = [id2label[str(i)] for i in onp.load(outputs['transformers'])]
+    for row in runs:
+        if row.startswith('d2lbert '):
+            with open(outputs[row], encoding='utf-8') as f:
+                labels = [json.loads(line)['label'] for line in f]
+            results[row].update(
+                rows=len(labels),
+                equal_labels=sum(a == b for a, b in zip(labels, reference)) / len(reference),
+                speedup=results['transformers']['seconds'] / results[row]['seconds'])
     return results
 
 
-def measure_inference(model, classifier, sst2, count, precisions, threads, log=print):
+def measure_inference(model, classifier, sst2, count, precisions, threads, rounds=1,
+                      log=print):
     """{'texts', 'default_precisions', 'encode', 'predict'} on the first `count`
     sentences of SST-2's train.tsv `sst2`: encode against sentence-transformers with
     `model`; predict against transformers with `classifier` (None: not measured)."""
     with tempfile.TemporaryDirectory() as folder:
         txt, tsv = write_texts(sst2, count, folder, text_column_of(classifier))
         return {'texts': count, 'default_precisions': default_precisions(),
-                'encode': bench_encode(model, txt, folder, precisions, threads, log),
+                'rounds': rounds,
+                'encode': bench_encode(model, txt, folder, precisions, threads, rounds, log),
                 'predict': None if classifier is None else bench_predict(
-                    classifier, tsv, txt, folder, precisions, threads, log)}
+                    classifier, tsv, txt, folder, precisions, threads, rounds, log)}
 
 
 def main(argv=None):
@@ -296,6 +324,8 @@ def main(argv=None):
     parser.add_argument('--sst2', default=SST2_TRAIN, help='SST-2 train.tsv')
     parser.add_argument('--texts', type=int, default=20000)
     parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--rounds', type=int, default=2,
+                        help='each command timed this many times, in interleaved rounds')
     parser.add_argument('--precisions', default='fp32,bf16')
     parser.add_argument('--json', help='write the results to this file')
     parser.add_argument('--peer', choices=('sentence-transformers', 'transformers',
@@ -316,7 +346,7 @@ def main(argv=None):
                'threads': options.threads}
     results.update(measure_inference(
         options.model, options.classifier, options.sst2, options.texts,
-        options.precisions.split(','), options.threads,
+        options.precisions.split(','), options.threads, options.rounds,
         log=lambda text: print(text, file=sys.stderr)))
     print(json.dumps(results, indent=2))
     if options.json:

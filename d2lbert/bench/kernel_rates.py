@@ -9,15 +9,21 @@ GFLOP/s (forward 4 L^2 d per example and head, backward 10 L^2 d with the
 recomputed scores) against the GEMM rate of the same run; the others only stream
 memory, so they are reported in GB/s (every input and output read or written once,
 forward and backward) against a large array copy measured in the same process.
+
+A shared machine's speed drifts (`rounds.py`), here within seconds: five timings of one
+kernel in a row, all in one slow moment, once gave dropout 23% of the copy rate and
+74% in another run. So every kernel and the copy are timed once per round, over
+`repeats` rounds (`interleaved_best_times`), and each keeps its best time.
 """
 import numpy as onp
 
 from .configs import get_config, random_batch
-from .timing import best_time
+from .timing import interleaved_best_times
 
 
-def kernel_rates(repeats=5):
-    """{kernel: {'seconds', 'gflops_per_s' or 'gb_per_s'}} and the copy bandwidth."""
+def kernel_rates(repeats=15):
+    """{kernel: {'seconds', 'gflops_per_s' or 'gb_per_s'}} and the copy bandwidth, each
+    the best of `repeats` interleaved rounds."""
     from mxnet import np, npx
     from ..fast import kernels
     npx.set_np()
@@ -31,44 +37,45 @@ def kernel_rates(repeats=5):
     def array(*shape):
         return np.array(rng.normal(size=shape), dtype='float32')
 
-    def timed(function, inputs):
-        return forward_backward_seconds(function, inputs, repeats)
-
     training = np.array([2.0])
     lens = np.array(lengths, dtype='int32')
     qkv, x, z, gamma, beta = (array(rows, 3 * hidden), array(rows, hidden),
                               array(rows, hidden), array(hidden), array(hidden))
     logits, logit_bias = array(5120, config.vocab_size // 8), array(config.vocab_size // 8)
     legacy = kernels.as_legacy
-    attention = timed(lambda F, q, n, t: F.d2lbert_attention(
-        *legacy(q, n, t), heads=heads, dropout=0.1)[0], [qkv, lens, training])
     activation_bytes = rows * hidden * 4
-    results = {
-        'attention': {'seconds': attention,
-                      'gflops_per_s': 14 * hidden * float((lengths ** 2).sum()) / attention / 1e9},
+    runs = {  # name: (a forward and backward call, the bytes it streams or None)
+        'attention': (forward_backward(lambda F, q, n, t: F.d2lbert_attention(
+            *legacy(q, n, t), heads=heads, dropout=0.1)[0], [qkv, lens, training]), None),
         # forward: x, z in, y out; backward: dy, x, z in, dx, dz out
-        'add_layer_norm': stream(timed(lambda F, a, b, g, c, t: F.d2lbert_add_layer_norm(
+        'add_layer_norm': (forward_backward(lambda F, a, b, g, c, t:
+                                            F.d2lbert_add_layer_norm(
             *legacy(a, b, g, c, t), dropout=0.1)[0], [x, z, gamma, beta, training]),
             8 * activation_bytes),
         # forward: x in, y out; backward: dy, x in, dx out
-        'layer_norm': stream(timed(lambda F, a, g, c: F.d2lbert_layer_norm(
+        'layer_norm': (forward_backward(lambda F, a, g, c: F.d2lbert_layer_norm(
             *legacy(a, g, c))[0], [x, gamma, beta]), 5 * activation_bytes),
-        'dropout': stream(timed(lambda F, a, t: F.d2lbert_dropout(
+        'dropout': (forward_backward(lambda F, a, t: F.d2lbert_dropout(
             *legacy(a, t), dropout=0.1)[0], [x, training]), 4 * activation_bytes),
         # forward: logits in; backward: logits in, dlogits out
-        'log_sum_exp': stream(timed(kernels.log_sum_exp, [logits, logit_bias]),
-                              3 * logits.size * 4),
+        'log_sum_exp': (forward_backward(kernels.log_sum_exp, [logits, logit_bias]),
+                        3 * logits.size * 4),
+        'adam_step': (adam_step(array), 9 * 30522 * 256 * 4),
+        'copy': copy_of_large_array(array),  # read once, written once
     }
-    results['adam_step'] = stream(adam_step_seconds(array, repeats), 9 * 30522 * 256 * 4)
-    results['copy'] = copy_rate(array, repeats)
-    return results
-
-
-def forward_backward_seconds(function, inputs, repeats):
-    """Best time of forward + backward of function(F, *inputs), hybridized with static
-    memory as in training (imperatively, every call would touch freshly allocated
-    memory)."""
     import mxnet as mx
+    seconds = interleaved_best_times({name: run for name, (run, _) in runs.items()},
+                                     repeats, mx.nd.waitall)
+    attention_flops = 14 * hidden * float((lengths ** 2).sum())
+    return {name: {'seconds': seconds[name], 'gflops_per_s': attention_flops / seconds[name]
+                   / 1e9} if num_bytes is None else stream(seconds[name], num_bytes)
+            for name, (_, num_bytes) in runs.items()}
+
+
+def forward_backward(function, inputs):
+    """A call of forward + backward of function(F, *inputs), hybridized with static
+    memory as in training (imperatively, every call would touch freshly allocated
+    memory); called once before it is returned."""
     from mxnet import autograd
     block = kernel_block(function)
     block.hybridize(static_alloc=True, static_shape=True)
@@ -80,19 +87,17 @@ def forward_backward_seconds(function, inputs, repeats):
             out = block(*inputs)
         out.backward()
     run()
-    return best_time(run, repeats, mx.nd.waitall)
+    return run
 
 
-def copy_rate(array, repeats):
-    """The bandwidth of copying a 256 MB array (read once, written once)."""
-    import mxnet as mx
+def copy_of_large_array(array):
+    """(a call copying a 256 MB array, the bytes it reads and writes)."""
     big, copied = array(64, 1 << 20), array(64, 1 << 20)  # 256 MB each
-    copy = best_time(lambda: big.copyto(copied), repeats, mx.nd.waitall)
-    return {'seconds': copy, 'gb_per_s': 2 * big.size * 4 / copy / 1e9}
+    return (lambda: big.copyto(copied)), 2 * big.size * 4
 
 
-def adam_step_seconds(array, repeats):
-    """Best time of the fused optimizer's norm and update of one 30522 x 256 parameter:
+def adam_step(array):
+    """A call of the fused optimizer's norm and update of one 30522 x 256 parameter:
     the norm reads the gradient, the update reads weight, gradient and both moments
     and writes all four (9 arrays' bytes)."""
     import mxnet as mx
@@ -103,7 +108,7 @@ def adam_step_seconds(array, repeats):
         scale = mx.nd.minimum(1.0 / (norm + 1e-6), 1.0)
         mx.nd.d2lbert_adam_update(weight, grad, mean, var, scale, lr=1e-4, wd=0.01,
                                   decoupled=1)
-    return best_time(run, repeats, mx.nd.waitall)
+    return run
 
 
 def kernel_block(function):

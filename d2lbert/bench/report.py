@@ -378,7 +378,8 @@ def inference_title(results):
             'd2lbert: whole `d2lbert encode --data` / `predict --data` processes, start and '
             "model loading included; peers: sentence-transformers' encode in batches of 64 "
             "and transformers' BertForSequenceClassification over length-sorted batches of "
-            '64, model loading excluded)')
+            '64, model loading excluded; each time the mean of '
+            f"{results[INFERENCE].get('rounds', 1)} interleaved rounds)")
 
 
 def format_report(results):

@@ -37,6 +37,17 @@ def best_time(function, repeats, waitall):
     return best
 
 
+def interleaved_best_times(functions, repeats, waitall):
+    """{name: the shortest of `repeats` timed calls of functions[name]()}, called in
+    rounds (each function once per round) so that a slow moment of the machine does not
+    fall on all the calls of one function."""
+    best = dict.fromkeys(functions, float('inf'))
+    for _ in range(repeats):
+        for name, function in functions.items():
+            best[name] = min(best[name], best_time(function, 1, waitall))
+    return best
+
+
 def peak_rss_mb():
     """The highest resident memory of this process so far, in MiB (Linux: ru_maxrss is
     in KiB)."""
