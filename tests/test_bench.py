@@ -21,7 +21,7 @@ import numpy as onp
 import pytest
 
 from d2lbert.bench import BenchOptions, find_input_file
-from d2lbert.bench.configs import BenchConfig, random_batch
+from d2lbert.bench.configs import BenchConfig, get_config, random_batch
 from d2lbert.bench.finetune_pairs import (CLS_ID, FINETUNE_CONFIGS, PAD_ID, SEP_ID,
                                           get_finetune_config,
                                           sentence_pair, snli_like_lengths,
@@ -476,6 +476,25 @@ def test_interleaved_best_times_call_each_function_once_per_round():
                                    'b': function('b', [0.0, 0.02, 0.02])}, 3, lambda: None)
     assert calls == ['a', 'b'] * 3
     assert 0.01 <= best['a'] < 0.02 and best['b'] < 0.01
+
+
+def test_kernel_rates_time_every_kernel_on_its_bytes():
+    """Each kernel's rate is the bytes it streams (forward and backward) over its best
+    time: add & LayerNorm 8 activations, LayerNorm 5, dropout 4 (book size, packed to
+    the valid tokens, 128 hidden units); the copy 2 x 256 MB."""
+    from d2lbert.bench.kernel_rates import kernel_rates
+    from d2lbert.fast import kernels
+    if not kernels.available():
+        pytest.skip("d2lbert's kernels could not be built here")
+    rates = kernel_rates(repeats=1)
+    activation = int(random_batch(get_config('book'))['valid_lens'].sum()) * 128 * 4
+    assert list(rates) == ['attention', 'add_layer_norm', 'layer_norm', 'dropout',
+                           'log_sum_exp', 'adam_step', 'copy']
+    for name, arrays in (('add_layer_norm', 8), ('layer_norm', 5), ('dropout', 4),
+                         ('copy', 2 * (256 << 20) / activation)):
+        rate = rates[name]
+        assert rate['gb_per_s'] * rate['seconds'] * 1e9 == pytest.approx(arrays * activation)
+    assert rates['attention']['gflops_per_s'] > 0
 
 
 def test_rounds_alternate_the_order_and_add_up():
