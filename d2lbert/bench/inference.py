@@ -6,8 +6,9 @@ sentences, each in its own process with the same OMP_NUM_THREADS (d2lbert's each
 empty D2LBERT_HOME: int8's calibration is timed, as in a first run), in interleaved
 rounds (`timed_in_rounds`: on a shared machine the peers' times drifted by a third
 between runs); and how close the outputs are (the cosines of the rows; the share of
-equal labels). Where onnxruntime is installed, encode has two more peers: MiniLM exported to ONNX and run by ONNX Runtime,
-in float32 and dynamically quantized to int8 (`onnx_session`).
+equal labels). Where onnxruntime is installed, encode has two more peers: MiniLM
+exported to ONNX and run by ONNX Runtime, in float32 and dynamically quantized to int8
+(`onnx_session`).
 
     python -m d2lbert.bench.inference --model MINILM_FOLDER --classifier RUN \\
         --texts 20000 --threads 2 --rounds 2 --precisions fp32,bf16,int8 \\

@@ -4,8 +4,8 @@ Each kernel runs forward and backward (autograd) on the book's benchmark shapes:
 the batch of `configs.random_batch('book')` packed to its valid tokens, 128 hidden
 units, 2 heads; the masked-LM log-sum-exp on one eighth of a 20,256-word vocabulary
 for 5,120 slots; the optimizer's step (norm, then the fused Adam update) on a
-30,522 x 256 token embedding (`bert.small`'s, the largest parameter fine-tuning updates). The attention kernel does matrix products, so it is reported in
-GFLOP/s (forward 4 L^2 d per example and head, backward 10 L^2 d with the
+30,522 x 256 token embedding (`bert.small`'s, the largest parameter fine-tuning
+updates). The attention kernel does matrix products, so it is reported in GFLOP/s (forward 4 L^2 d per example and head, backward 10 L^2 d with the
 recomputed scores) against the GEMM rate of the same run; the others only stream
 memory, so they are reported in GB/s (every input and output read or written once,
 forward and backward) against a large array copy measured in the same process.

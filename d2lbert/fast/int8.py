@@ -281,26 +281,24 @@ class Int8Dense(nn.HybridBlock):
 @numpy_mode_block
 class Int8Attention(nn.HybridBlock):
     """A `FusedMultiHeadAttention` whose Q/K/V projection is int8 (`int8_product`),
-    its interleaved weight rounded once; shares the attention's biases and output
-    layer, and computes the rest as it does (`FusedMultiHeadAttention.attend`).
+    its interleaved weight rounded once and its interleaved bias taken once (constants,
+    as `layer_weight` makes them); shares the attention's output layer, and computes
+    the rest as it does (`FusedMultiHeadAttention.attend`).
 
     forward(X, valid_lens): as `FusedMultiHeadAttention`'s"""
     def __init__(self, attention, column_scales, levels=127):
         super().__init__(prefix=attention.prefix, params=attention.params)
         self.num_heads, self.num_hiddens = attention.num_heads, attention.num_hiddens
         self.dropout_rate, self.output = attention.dropout_rate, attention.output
+        weight, bias = layer_weight(attention)
+        int8_constants(self, weight, column_scales, levels, 'qkv_')
         with self.name_scope():
-            self.query_bias, self.key_bias, self.value_bias = (
-                self.params.get(name) for name in ('query_bias', 'key_bias', 'value_bias'))
-        int8_constants(self, layer_weight(attention)[0], column_scales, levels, 'qkv_')
+            self.bias = self.params.get_constant('qkv_bias', bias)
 
-    def hybrid_forward(self, F, X, valid_lens, query_bias, key_bias, value_bias,
-                       weight_int8, input_scales, weight_scales, weight_sums):
-        heads, hiddens = self.num_heads, self.num_hiddens
-        bias = F.np.concatenate([b.reshape(heads, hiddens // heads) for b in
-                                 (query_bias, key_bias, value_bias)], axis=1)
+    def hybrid_forward(self, F, X, valid_lens, weight_int8, input_scales, weight_scales,
+                       weight_sums, bias):
         qkv = int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums,
-                           bias.reshape(3 * hiddens), 3 * hiddens)
+                           bias, 3 * self.num_hiddens)
         return FusedMultiHeadAttention.attend(self, F, X, qkv, valid_lens)
 
 
@@ -319,7 +317,9 @@ def int8_model(net, calibration, ctx=None):
                                 calibration.weight_levels)
         replace_child(copied, layer, int8_layer)
         for constant in (int8_layer.weight_int8, int8_layer.input_scales,
-                         int8_layer.weight_scales, int8_layer.weight_sums):
+                         int8_layer.weight_scales, int8_layer.weight_sums,
+                         *([int8_layer.bias] if isinstance(int8_layer, Int8Attention)
+                           else [])):
             constant.initialize(ctx=ctx)
     return copied
 
