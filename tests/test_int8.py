@@ -46,7 +46,8 @@ def test_int8_products_are_close_to_float32():
     int8.hybridize(static_alloc=True)
     kinds = []
     int8.apply(lambda block: kinds.append(type(block).__name__))
-    assert kinds.count('Int8Dense') == 6 and kinds.count('Int8Attention') == 2
+    assert kinds.count('Int8Attention') == 2 and kinds.count('Int8Dense') == 2  # outputs
+    assert kinds.count('Int8FeedForward') == 2
     for batch in batches(2):
         expected, got = model(*batch).asnumpy(), int8(*batch).asnumpy()
         error = onp.linalg.norm(got - expected, axis=1) / onp.linalg.norm(expected, axis=1)
@@ -127,50 +128,104 @@ def test_encode_int8_says_so_and_stays_near_fp32(workdir, capsys, monkeypatch):
     assert cosines.min() > 0.96 and cosines.mean() > 0.99  # calibrated on 10 texts only
 
 
-def test_an_int8_layer_is_the_numpy_int8_product():
-    """`Int8Dense` against the module doc's formula in NumPy (float64): the input's
-    columns divided by c, each row rounded within [0, 255] with a scale and zero point
-    of its own (its values, 0 included, spanning them); the weight W c rounded row by
-    row within the CPU's levels; the integer sums less the zero points' share, scaled back,
-    the bias added (d2lbert's kernels `d2lbert_quantize`, `d2lbert_dequantize` around
-    oneDNN's int8 product)."""
-    import mxnet as mx
+def numpy_int8_product(X, weight, bias, columns, levels):
+    """The module doc's int8 product in NumPy (float64): X (..., num_inputs) with its
+    columns divided by `columns` (c), each row rounded within [0, 255] with a scale and
+    zero point of its own (its values, 0 included, spanning them); the weight W c rounded
+    row by row within +-levels; the integer sums less the zero points' share, scaled
+    back, the bias added. Returns (the product, the rounded input q)."""
+    W = weight.astype('float32') * columns
+    weight_scales = onp.abs(W).max(axis=1) / levels
+    W_int8 = onp.round(W / weight_scales[:, None])
+    assert onp.abs(W_int8).max() == levels
+    X = X / columns
+    lo = onp.minimum(X.min(axis=-1, keepdims=True), 0)
+    hi = onp.maximum(X.max(axis=-1, keepdims=True), 0)
+    row_scales = (hi - lo) / 255
+    zero_points = onp.round(-lo / onp.maximum(row_scales, 1e-30))
+    q = onp.round(X / onp.maximum(row_scales, 1e-30)) + zero_points
+    return (q - zero_points) @ W_int8.T * row_scales * weight_scales + bias, q
+
+
+def dense_with(weight, bias):
+    """A `nn.Dense` (flatten=False) with the float32 weight (units, in_units) and bias."""
     from mxnet import np
     from mxnet.gluon import nn
+    dense = nn.Dense(len(weight), flatten=False, in_units=weight.shape[1])
+    dense.initialize()
+    dense.weight.set_data(np.array(weight, dtype='float32'))
+    dense.bias.set_data(np.array(bias, dtype='float32'))
+    return dense
+
+
+def initialized(int8_block):
+    """The int8 block with its constants initialized, hybridized."""
+    import mxnet as mx
+    for parameter in int8_block.params.values():
+        if isinstance(parameter, mx.gluon.Constant):
+            parameter.initialize(ctx=mx.cpu())
+    int8_block.hybridize(static_alloc=True)
+    return int8_block
+
+
+def test_an_int8_layer_is_the_numpy_int8_product():
+    """`Int8Dense` against the module doc's formula in NumPy (`numpy_int8_product`),
+    on a row of positive values (its span widened to 0) and a row of zeros (scale 0:
+    outputs the bias) among others (d2lbert's kernels `d2lbert_quantize`,
+    `d2lbert_dequantize` around oneDNN's int8 product)."""
+    from mxnet import np
     from d2lbert.fast import int8, kernels
     assert kernels.available()  # they are loaded
     rng = onp.random.default_rng(0)
-    dense = nn.Dense(24, flatten=False, in_units=16)
-    dense.initialize()
     weight, bias = rng.normal(size=(24, 16)), rng.normal(size=24)
-    dense.weight.set_data(np.array(weight, dtype='float32'))
-    dense.bias.set_data(np.array(bias, dtype='float32'))
     X = rng.normal(size=(2, 5, 16)) * onp.where(onp.arange(16) == 3, 20.0, 1.0)
     X[0, 1] = onp.abs(X[0, 1]) + 1  # a row of positive values: its span widened to 0
     X[1, 2] = 0  # a row of zeros: scale 0, outputs the bias
     columns = int8.smoothing_scales(onp.abs(X).reshape(-1, 16).max(axis=0),
                                     weight.astype('float32'), 0.75)
     levels = int8.weight_levels()
-    layer = int8.Int8Dense(dense, columns.tolist(), levels)
-    for constant in (layer.weight_int8, layer.input_scales, layer.weight_scales,
-                     layer.weight_sums):
-        constant.initialize(ctx=mx.cpu())
-    layer.hybridize(static_alloc=True)
+    layer = initialized(int8.Int8Dense(dense_with(weight, bias), columns.tolist(), levels))
     got = layer(np.array(X, dtype='float32')).asnumpy()
-    W = weight.astype('float32') * columns
-    weight_scales = onp.abs(W).max(axis=1) / levels
-    W_int8 = onp.round(W / weight_scales[:, None])
-    X = X / columns
-    lo = onp.minimum(X.min(axis=2, keepdims=True), 0)
-    hi = onp.maximum(X.max(axis=2, keepdims=True), 0)
-    row_scales = (hi - lo) / 255
-    zero_points = onp.round(-lo / onp.maximum(row_scales, 1e-30))
-    q = onp.round(X / onp.maximum(row_scales, 1e-30)) + zero_points
+    expected, q = numpy_int8_product(X, weight, bias, columns, levels)
     assert q.min() == 0 and q.max() == 255
-    expected = (q - zero_points) @ W_int8.T * row_scales * weight_scales + bias
-    assert got.shape == (2, 5, 24) and onp.abs(W_int8).max() == levels
+    assert got.shape == (2, 5, 24)
     onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
     assert (got[1, 2] == bias.astype('float32')).all()
+
+
+@pytest.mark.parametrize('hidden_act', ['gelu', 'relu'])
+def test_an_int8_feed_forward_block_is_two_numpy_int8_products(hidden_act):
+    """`Int8FeedForward` (its two products handing over in 8 bits through
+    `d2lbert_requantize`) against NumPy: the first int8 product, the exact activation
+    (GELU with SciPy's erf), the second int8 product (`numpy_int8_product`)."""
+    from mxnet import np
+    from scipy.special import erf
+    from d2lbert.fast import int8, kernels
+    from d2lbert.model.transformer import PositionWiseFFN
+    assert kernels.available()  # they are loaded
+    rng = onp.random.default_rng(1)
+    ffn = PositionWiseFFN(16, 40, hidden_act)
+    ffn.initialize()
+    weights = [(rng.normal(size=(40, 16)), rng.normal(size=40)),
+               (rng.normal(size=(16, 40)) * 0.3, rng.normal(size=16))]
+    for dense, (weight, bias) in zip((ffn.dense1, ffn.dense2), weights):
+        dense.weight.set_data(np.array(weight, dtype='float32'))
+        dense.bias.set_data(np.array(bias, dtype='float32'))
+    X = rng.normal(size=(3, 7, 16)) * onp.where(onp.arange(16) == 5, 15.0, 1.0)
+    activate = {'gelu': lambda h: 0.5 * h * (1 + erf(h / onp.sqrt(2))),
+                'relu': lambda h: onp.maximum(h, 0)}[hidden_act]
+    columns1 = int8.smoothing_scales(onp.abs(X).reshape(-1, 16).max(axis=0),
+                                     weights[0][0].astype('float32'), 0.75)
+    levels = int8.weight_levels()
+    H = activate(numpy_int8_product(X, *weights[0], columns1, levels)[0])
+    columns2 = int8.smoothing_scales(onp.abs(H).reshape(-1, 40).max(axis=0),
+                                     weights[1][0].astype('float32'), 0.5)
+    expected = numpy_int8_product(H, *weights[1], columns2, levels)[0]
+    block = initialized(int8.Int8FeedForward(ffn, columns1.tolist(), columns2.tolist(),
+                                             levels))
+    got = block(np.array(X, dtype='float32')).asnumpy()
+    assert got.shape == (3, 7, 16)
+    onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
 
 
 def test_weight_levels_are_those_the_cpus_int8_product_sums_exactly():

@@ -44,6 +44,7 @@ from typing import Dict, List
 
 import mxnet as mx
 import numpy as onp
+from mxnet import gluon
 from mxnet.gluon import nn
 
 from ..model.transformer import PositionWiseFFN
@@ -219,24 +220,41 @@ def int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bi
                  num_outputs):
     """X (..., num_inputs) float32 times the int8 weight (num_outputs, num_inputs),
     returning float32 (..., num_outputs): X times input_scales (num_inputs,) (1 / c_k)
-    rounded row by row within [0, INPUT_LEVELS], the integer product less the zero points'
-    share (weight_sums (num_outputs,), int32), scaled by the rows' scales and
-    weight_scales (num_outputs,) (s_j), and the bias added (see the module doc). Needs
-    d2lbert's kernels (`kernels.available()`): MXNet's `quantize_v2` has one scale per
-    tensor, and oneDNN's graph pass fuses it with the product into one that rescales
-    the sums by the ranges."""
+    rounded row by row within [0, INPUT_LEVELS] (`quantized_input`), the integer product
+    (`integer_sums`) less the zero points' share (weight_sums (num_outputs,), int32),
+    scaled by the rows' scales and weight_scales (num_outputs,) (s_j), and the bias added
+    (see the module doc). Needs d2lbert's kernels (`kernels.available()`): MXNet's
+    `quantize_v2` has one scale per tensor, and oneDNN's graph pass fuses it with the
+    product into one that rescales the sums by the ranges."""
     module = mx.sym if isinstance(X, mx.sym.Symbol) else mx.nd
-    rows = module.reshape(X.as_nd_ndarray(), shape=(-1, 0), reverse=True)  # 2 axes
-    input_scales, weight_scales, weight_sums, bias = kernels.as_legacy(
-        input_scales, weight_scales, weight_sums, bias)
-    q, row_scales, zero_points = module.d2lbert_quantize(rows, input_scales,
-                                                         levels=INPUT_LEVELS)
-    span = module.ones(shape=(1,))  # the operands' ranges: they change no sum
-    sums = module.contrib.quantized_fully_connected(  # int32
-        data=q, weight=weight_int8.as_nd_ndarray(), min_data=-span, max_data=span,
-        min_weight=-span, max_weight=span, no_bias=True, num_hidden=num_outputs)[0]
+    weight_scales, weight_sums, bias = kernels.as_legacy(weight_scales, weight_sums, bias)
+    q, row_scales, zero_points = quantized_input(module, X, input_scales)
+    sums = integer_sums(module, q, weight_int8, num_outputs)
     Y = module.d2lbert_dequantize(sums, row_scales, zero_points, weight_scales, weight_sums,
                                   bias)
+    return shaped_like_input(module, Y, X)
+
+
+def quantized_input(module, X, input_scales):
+    """(q, row_scales, zero_points) of `d2lbert_quantize`: X (..., num_inputs) float32 as
+    rows (rows, num_inputs), times input_scales (num_inputs,), rounded row by row within
+    [0, INPUT_LEVELS]; module: mx.nd or mx.sym."""
+    rows = module.reshape(X.as_nd_ndarray(), shape=(-1, 0), reverse=True)  # 2 axes
+    return module.d2lbert_quantize(rows, kernels.as_legacy(input_scales)[0],
+                                   levels=INPUT_LEVELS)
+
+
+def integer_sums(module, q, weight_int8, num_outputs):
+    """oneDNN's int8 product: q (rows, num_inputs) uint8 times weight_int8 (num_outputs,
+    num_inputs) int8, transposed; returns the exact sums (rows, num_outputs) int32."""
+    span = module.ones(shape=(1,))  # the operands' ranges: they change no sum
+    return module.contrib.quantized_fully_connected(
+        data=q, weight=weight_int8.as_nd_ndarray(), min_data=-span, max_data=span,
+        min_weight=-span, max_weight=span, no_bias=True, num_hidden=num_outputs)[0]
+
+
+def shaped_like_input(module, Y, X):
+    """Y (rows, num_outputs) as (..., num_outputs), X's leading axes."""
     return module.reshape_like(Y, X.as_nd_ndarray(), lhs_begin=0, lhs_end=1, rhs_begin=0,
                                rhs_end=-1).as_np_ndarray()
 
@@ -245,7 +263,7 @@ def int8_constants(block, weight, column_scales, levels, prefix=''):
     """Give `block` (in its name scope) the constants of an int8 product with the float32
     `weight` (num_outputs, num_inputs), rounded within +-levels, and its input's
     column_scales (c, num_inputs): weight_int8, input_scales, weight_scales, weight_sums
-    (see `int8_product`)."""
+    (see `int8_product`), each named prefix + its name."""
     column_scales = onp.asarray(column_scales, dtype='float64')
     weight_int8, weight_scales = int8_weight(weight * column_scales, levels)
     values = {'weight_int8': weight_int8,
@@ -254,7 +272,7 @@ def int8_constants(block, weight, column_scales, levels, prefix=''):
               'weight_sums': weight_int8.sum(axis=1, dtype='int32')}
     with block.name_scope():
         for name, value in values.items():
-            setattr(block, name, block.params.get_constant(prefix + name, value))
+            setattr(block, prefix + name, block.params.get_constant(prefix + name, value))
 
 
 @numpy_mode_block
@@ -293,35 +311,92 @@ class Int8Attention(nn.HybridBlock):
         weight, bias = layer_weight(attention)
         int8_constants(self, weight, column_scales, levels, 'qkv_')
         with self.name_scope():
-            self.bias = self.params.get_constant('qkv_bias', bias)
+            self.qkv_bias = self.params.get_constant('qkv_bias', bias)
 
-    def hybrid_forward(self, F, X, valid_lens, weight_int8, input_scales, weight_scales,
-                       weight_sums, bias):
-        qkv = int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums,
-                           bias, 3 * self.num_hiddens)
+    def hybrid_forward(self, F, X, valid_lens, qkv_weight_int8, qkv_input_scales,
+                       qkv_weight_scales, qkv_weight_sums, qkv_bias):
+        qkv = int8_product(F, X, qkv_weight_int8, qkv_input_scales, qkv_weight_scales,
+                           qkv_weight_sums, qkv_bias, 3 * self.num_hiddens)
         return FusedMultiHeadAttention.attend(self, F, X, qkv, valid_lens)
+
+
+def handover_activation(ffn):
+    """'gelu' or 'relu': the activation of a `PositionWiseFFN` that `d2lbert_requantize`
+    computes; None for another."""
+    if isinstance(ffn.activation, nn.GELU):
+        return 'gelu'
+    if isinstance(ffn.activation, nn.Activation) and ffn.activation._act_type == 'relu':
+        return 'relu'
+    return None
+
+
+@numpy_mode_block
+class Int8FeedForward(nn.HybridBlock):
+    """A `PositionWiseFFN` whose two products are int8 (`int8_product`), the first one's
+    output handed to the second in 8 bits: its sums scaled back, the activation and the
+    rounding for the second product in one pass over them (`d2lbert_requantize`), where
+    `Int8Dense`, the activation and `Int8Dense` take three. Its weights rounded once and
+    its biases taken once (constants, as `layer_weight` makes them); its activation
+    `handover_activation(ffn)`.
+
+    forward(X): X (..., num_hiddens) float32; returns (..., num_hiddens) float32"""
+    def __init__(self, ffn, column_scales1, column_scales2, levels=127):
+        super().__init__(prefix=ffn.prefix, params=ffn.params)
+        self.act = handover_activation(ffn)
+        self.num_outputs = {'dense1_': ffn.dense1._units, 'dense2_': ffn.dense2._units}
+        for prefix, dense, column_scales in (('dense1_', ffn.dense1, column_scales1),
+                                             ('dense2_', ffn.dense2, column_scales2)):
+            weight, bias = layer_weight(dense)
+            int8_constants(self, weight, column_scales, levels, prefix)
+            with self.name_scope():
+                setattr(self, prefix + 'bias', self.params.get_constant(prefix + 'bias', bias))
+
+    def hybrid_forward(self, F, X, **constants):
+        module = mx.sym if isinstance(X, mx.sym.Symbol) else mx.nd
+        first, second = ({name[len(prefix):]: value for name, value in constants.items()
+                          if name.startswith(prefix)} for prefix in ('dense1_', 'dense2_'))
+        q, row_scales, zero_points = quantized_input(module, X, first['input_scales'])
+        sums = integer_sums(module, q, first['weight_int8'], self.num_outputs['dense1_'])
+        q, row_scales, zero_points = module.d2lbert_requantize(
+            sums, row_scales, zero_points, *kernels.as_legacy(
+                first['weight_scales'], first['weight_sums'], first['bias'],
+                second['input_scales']), act=self.act, levels=INPUT_LEVELS)
+        sums = integer_sums(module, q, second['weight_int8'], self.num_outputs['dense2_'])
+        Y = module.d2lbert_dequantize(sums, row_scales, zero_points, *kernels.as_legacy(
+            second['weight_scales'], second['weight_sums'], second['bias']))
+        return shaped_like_input(module, Y, X)
 
 
 @in_numpy_mode
 def int8_model(net, calibration, ctx=None):
     """A new model computing as `net` (float32, on the fast path) but with the layers
-    `calibration.int8_layers()` in int8; net's blocks are left unchanged, its float32
-    parameters shared. Hybridize it before use."""
+    `calibration.int8_layers()` in int8 (a feed-forward block with both of its layers
+    there: `Int8FeedForward`); net's blocks are left unchanged, its float32 parameters
+    shared. Hybridize it before use."""
     copied = copy_of_model(net)
     ctx = ctx or net.collect_params().list_ctx()[0]
-    layers = quantizable_layers(copied)
-    for name in calibration.int8_layers():
-        layer = layers[name]
+    levels, scales = calibration.weight_levels, calibration.column_scales
+    layers, remaining = quantizable_layers(copied), calibration.int8_layers()
+    for i, block in enumerate(copied.encoder.blocks):
+        pair = [f'{i}.dense1', f'{i}.dense2']
+        if set(pair) <= set(remaining) and handover_activation(block.ffn):
+            int8_ffn = Int8FeedForward(block.ffn, scales[pair[0]], scales[pair[1]], levels)
+            put_in_place(copied, block.ffn, int8_ffn, ctx)
+            remaining = [name for name in remaining if name not in pair]
+    for name in remaining:
         int8_class = Int8Attention if name.endswith('.qkv') else Int8Dense
-        int8_layer = int8_class(layer, calibration.column_scales[name],
-                                calibration.weight_levels)
-        replace_child(copied, layer, int8_layer)
-        for constant in (int8_layer.weight_int8, int8_layer.input_scales,
-                         int8_layer.weight_scales, int8_layer.weight_sums,
-                         *([int8_layer.bias] if isinstance(int8_layer, Int8Attention)
-                           else [])):
-            constant.initialize(ctx=ctx)
+        put_in_place(copied, layers[name], int8_class(layers[name], scales[name], levels),
+                     ctx)
     return copied
+
+
+def put_in_place(net, old, new, ctx):
+    """Put the int8 block `new` where block `old` is in net (`replace_child`), its
+    constants initialized on ctx."""
+    replace_child(net, old, new)
+    for parameter in new.params.values():
+        if isinstance(parameter, gluon.Constant):
+            parameter.initialize(ctx=ctx)
 
 
 def replace_child(net, old, new):

@@ -20,6 +20,9 @@ rebuilding MXNet. d2lbert's, each forward and backward:
 * `d2lbert_quantize`, `d2lbert_dequantize` (`quantize.cc`, `dequantize.cc`): an int8
   product's input rounded to int8 with a scale per column, and its integer sums scaled
   per output and its bias added, each in one pass (inference only: `d2lbert.fast.int8`);
+* `d2lbert_requantize` (`requantize.cc`): between a feed-forward block's two int8
+  products, the first's sums scaled back, GELU (or ReLU), and the result rounded for the
+  second, in one pass (inference only);
 * `d2lbert_sum_squares`, `d2lbert_adam_update` (`adam.cc`): the optimizer's step, the
   global gradient norm in one read and clipping + Adam + zeroing the gradient in one
   pass (no backward: they run outside autograd).
@@ -64,8 +67,8 @@ from ...util.files import atomic_directory
 from ...util.hashing import sha1_of_file, sha1_of_strings
 
 SOURCES = ('library.cc', 'layer_norm.cc', 'attention.cc', 'dropout.cc', 'embedding.cc',
-           'log_sum_exp.cc', 'adam.cc', 'quantize.cc', 'dequantize.cc')
-HEADERS = ('common.h', 'gemm.h')
+           'log_sum_exp.cc', 'adam.cc', 'quantize.cc', 'dequantize.cc', 'requantize.cc')
+HEADERS = ('common.h', 'gemm.h', 'int8_rows.h')
 # -march=native: vector instructions of this CPU (the CPU is part of the cache key).
 # -fno-trapping-math: without it GCC 12 keeps the loops of exp_nonpositive (common.h)
 # scalar on AVX2 CPUs (a compare-and-select "could trap"), vectorizing them only with
@@ -202,7 +205,7 @@ def available():
 OPERATORS = ('d2lbert_layer_norm', 'd2lbert_add_layer_norm', 'd2lbert_attention',
              'd2lbert_dropout', 'd2lbert_embedding', 'd2lbert_log_sum_exp',
              'd2lbert_sum_squares', 'd2lbert_adam_update', 'd2lbert_quantize',
-             'd2lbert_dequantize')
+             'd2lbert_dequantize', 'd2lbert_requantize')
 
 
 def load_library(path):

@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include "common.h"
+#include "int8_rows.h"
 
 using namespace d2lbert;
 
@@ -32,13 +33,8 @@ MXReturnValue dequantize_forward(const Attributes& attrs, std::vector<MXTensor>*
   float* out = (*outputs)[0].data<float>();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const float row_scale = row_scales[r];
-    const int32_t zero_point = zero_points[r];
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-      const int32_t sum = in[r * n + j] - zero_point * weight_sums[j];
-      out[r * n + j] = static_cast<float>(sum) * row_scale * column_scales[j] + bias[j];
-    }
+    dequantize_row(in + r * n, row_scales[r], zero_points[r], column_scales, weight_sums, bias,
+                   n, out + r * n);
   }
   return MX_SUCCESS;
 }

@@ -20,41 +20,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "common.h"
+#include "int8_rows.h"
 
 using namespace d2lbert;
-
-// x rounded to the nearest integer, ties to even, for |x| < 2^22: adding and taking away
-// 1.5 * 2^23 leaves no fraction bits (a plain sum, which vectorizes where nearbyint
-// does not)
-inline float round_to_integer(float x) {
-  constexpr float kShift = 12582912.f;
-  return (x + kShift) - kShift;
-}
-
-// one row: its values into q, its scale and zero point returned
-inline void quantize_row(const float* x, const float* inverse_scales, int64_t k, float levels,
-                         uint8_t* q, float* row_scale, int32_t* zero_point) {
-  float lo = 0.f, hi = 0.f;
-#pragma omp simd reduction(min : lo) reduction(max : hi)
-  for (int64_t c = 0; c < k; ++c) {
-    const float value = x[c] * inverse_scales[c];
-    lo = std::min(lo, value);
-    hi = std::max(hi, value);
-  }
-  const float scale = (hi - lo) / levels;
-  const float to_integers = scale > 0.f ? 1.f / scale : 0.f;
-  const float zero = round_to_integer(-lo * to_integers);
-#pragma omp simd
-  for (int64_t c = 0; c < k; ++c) {
-    const float level = round_to_integer(x[c] * inverse_scales[c] * to_integers) + zero;
-    q[c] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(level, 0.f), levels)));
-  }
-  *row_scale = scale;
-  *zero_point = static_cast<int32_t>(zero);
-}
 
 // inputs: x, inverse_scales; outputs: q, row_scales, zero_points
 MXReturnValue quantize_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,

@@ -1,0 +1,133 @@
+// The handover between the two int8 products of a feed-forward block
+// (d2lbert.fast.int8.Int8FeedForward), in one pass: the first product's integer sums
+// scaled back to float32 (as d2lbert_dequantize does), its activation, and the result
+// rounded row by row for the second product (as d2lbert_quantize does).
+//
+//   d2lbert_requantize(sums, row_scales, zero_points, column_scales, weight_sums, bias,
+//                      inverse_scales, act='gelu', levels=L) -> q, row_scales, zero_points
+//     the first six inputs as d2lbert_dequantize's: sums (rows, n) int32, the first
+//     product's; inverse_scales: (n,) float32, 1 / c_k of the second product's columns
+//     act: 'gelu' (exact, 0.5 x (1 + erf(x / sqrt 2))) or 'relu'
+//     q, row_scales, zero_points: as d2lbert_quantize's of act(y), y = the first
+//     product's float32 output
+//
+// Three separate operators write the float32 rows (rows, n) to memory twice and read
+// them three times, n = 1536 on MiniLM; here each row's float32 values stay in the
+// thread's buffer, in its cache. Inference only: its backward (which a hybridized graph
+// needs registered) gives zeros.
+#include <omp.h>
+
+#include <cmath>
+
+#include "common.h"
+#include "int8_rows.h"
+
+using namespace d2lbert;
+
+// erf(x) as Abramowitz and Stegun's 7.1.26 gives it, 1 - t (a1 + t (a2 + ... + t a5))
+// exp(-x^2) with t = 1 / (1 + p |x|), the sign of x restored: error at most 1.5e-7
+// (oneDNN's gelu_erf computes the same formula). Unlike std::erf, the compiler turns a
+// loop of it into vector instructions.
+inline float erf_of(float x) {
+  const float a = std::fabs(x);
+  const float t = 1.f / (1.f + 0.3275911f * a);
+  float poly = 1.061405429f;
+  poly = poly * t - 1.453152027f;
+  poly = poly * t + 1.421413741f;
+  poly = poly * t - 0.284496736f;
+  poly = poly * t + 0.254829592f;
+  return std::copysign(1.f - poly * t * exp_nonpositive(-a * a), x);
+}
+
+// the activation of one row of values (n,), in place
+inline void activate_row(bool relu, int64_t n, float* values) {
+  if (relu) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) values[j] = std::max(values[j], 0.f);
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      values[j] = 0.5f * values[j] * (1.f + erf_of(values[j] * 0.70710678f));
+    }
+  }
+}
+
+// inputs: sums, row_scales, zero_points, column_scales, weight_sums, bias, inverse_scales;
+// outputs: q, row_scales, zero_points
+MXReturnValue requantize_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,
+                                 std::vector<MXTensor>* outputs, const OpResource& res) {
+  MXTensor& sums = (*inputs)[0];
+  const int64_t n = sums.shape.back(), rows = sums.size() / n;
+  const auto act = attrs.find("act");
+  const bool relu = act != attrs.end() && act->second == "relu";
+  const float levels = static_cast<float>(int_attribute(attrs, "levels", 255));
+  const int32_t* in = sums.data<int32_t>();
+  const float* sum_row_scales = (*inputs)[1].data<float>();
+  const int32_t* sum_zero_points = (*inputs)[2].data<int32_t>();
+  const float* column_scales = (*inputs)[3].data<float>();
+  const int32_t* weight_sums = (*inputs)[4].data<int32_t>();
+  const float* bias = (*inputs)[5].data<float>();
+  const float* inverse_scales = (*inputs)[6].data<float>();
+  uint8_t* q = (*outputs)[0].data<uint8_t>();
+  float* row_scales = (*outputs)[1].data<float>();
+  int32_t* zero_points = (*outputs)[2].data<int32_t>();
+#pragma omp parallel
+  {
+    std::vector<float> values(n);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(in + r * n, sum_row_scales[r], sum_zero_points[r], column_scales,
+                     weight_sums, bias, n, values.data());
+      activate_row(relu, n, values.data());
+      quantize_row(values.data(), inverse_scales, n, levels, q + r * n, row_scales + r,
+                   zero_points + r);
+    }
+  }
+  return MX_SUCCESS;
+}
+
+// outputs: the gradients of the inputs: zeros (nothing trains through it)
+MXReturnValue requantize_backward(const Attributes& attrs, std::vector<MXTensor>* inputs,
+                                  std::vector<MXTensor>* outputs, const OpResource& res) {
+  for (MXTensor& gradient : *outputs) {
+    if (gradient.dtype == kInt32) {
+      std::fill_n(gradient.data<int32_t>(), gradient.size(), 0);
+    } else {
+      std::fill_n(gradient.data<float>(), gradient.size(), 0.f);
+    }
+  }
+  return MX_SUCCESS;
+}
+
+MXReturnValue requantize_infer_type(const Attributes& attrs, std::vector<int>* in_types,
+                                    std::vector<int>* out_types) {
+  if (check_types("d2lbert_requantize", *in_types, {0, 2, 4}) != MX_SUCCESS) return MX_FAIL;
+  (*out_types) = {kUint8, kFloat32, kInt32};
+  return MX_SUCCESS;
+}
+
+MXReturnValue requantize_infer_shape(const Attributes& attrs,
+                                     std::vector<std::vector<unsigned int>>* in_shapes,
+                                     std::vector<std::vector<unsigned int>>* out_shapes) {
+  const auto& sums = (*in_shapes)[0];
+  const std::vector<unsigned int> columns = {sums.empty() ? 0u : sums.back()};
+  const std::vector<unsigned int> rows = {sums.empty() ? 0u : sums[0]};
+  if (sums.size() != 2 || (*in_shapes)[1] != rows || (*in_shapes)[2] != rows ||
+      (*in_shapes)[3] != columns || (*in_shapes)[4] != columns ||
+      (*in_shapes)[5] != columns || (*in_shapes)[6] != columns) {
+    MX_ERROR_MSG << "d2lbert_requantize: sums (rows, n), row_scales and zero_points (rows,), "
+                    "column_scales, weight_sums, bias and inverse_scales (n,)";
+    return MX_FAIL;
+  }
+  (*out_shapes)[0] = sums;
+  (*out_shapes)[1] = rows;
+  (*out_shapes)[2] = rows;
+  return MX_SUCCESS;
+}
+
+REGISTER_OP(d2lbert_requantize)
+.setForward(requantize_forward, "cpu")
+.setBackward(requantize_backward, "cpu")
+.setParseAttrs(fixed_arity<7, 3>)
+.setInferType(requantize_infer_type)
+.setInferShape(requantize_infer_shape);
