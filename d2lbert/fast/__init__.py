@@ -43,7 +43,7 @@ from . import kernels
 from .attention import FusedMultiHeadAttention
 from .encoder import FusedBERTEncoder
 from .first_token import FirstTokenEncoderBlock, first_token_only
-from .int8 import (Int8Attention, Int8Dense,
+from .int8 import (Int8Attention, Int8Dense, Int8FeedForward,
                    Int8Calibration, calibrate, int8_model, quantizable_layers,
                    weight_levels)
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock

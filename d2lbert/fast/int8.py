@@ -28,7 +28,10 @@ large: 255 x 127 x 2 > 2^15 (oneDNN's "nuances of int8 computations"); with weig
 within +-63 they cannot. So the weights get L = 63 where a probe of the product
 overflows (`weight_levels`), L = 127 elsewhere. MXNet 1.9 calls oneDNN's product
 (`quantized_fully_connected`) between d2lbert's kernels `d2lbert_quantize` and
-`d2lbert_dequantize`, one pass over the input and one over the output.
+`d2lbert_dequantize`, one pass over the input and one over the output. Between a
+feed-forward block's two products one pass does both, with GELU between them
+(`d2lbert_requantize`, `Int8FeedForward`): the widest layer's float32 output never
+goes to memory.
 
 The encoder's four products per block are int8: the attention's Q/K/V projection and
 output layer, the feed-forward block's two layers. The rest stays float32: LayerNorm,

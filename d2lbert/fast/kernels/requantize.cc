@@ -43,7 +43,7 @@ inline float erf_of(float x) {
 inline void activate_row(bool relu, int64_t n, float* values) {
   if (relu) {
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) values[j] = std::max(values[j], 0.f);
+    for (int64_t j = 0; j < n; ++j) values[j] = values[j] > 0.f ? values[j] : 0.f;
   } else {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
