@@ -39,19 +39,6 @@ MXReturnValue dequantize_forward(const Attributes& attrs, std::vector<MXTensor>*
   return MX_SUCCESS;
 }
 
-// outputs: the gradients of the inputs: zeros (nothing trains through it)
-MXReturnValue dequantize_backward(const Attributes& attrs, std::vector<MXTensor>* inputs,
-                                  std::vector<MXTensor>* outputs, const OpResource& res) {
-  for (MXTensor& gradient : *outputs) {
-    if (gradient.dtype == kInt32) {
-      std::fill_n(gradient.data<int32_t>(), gradient.size(), 0);
-    } else {
-      std::fill_n(gradient.data<float>(), gradient.size(), 0.f);
-    }
-  }
-  return MX_SUCCESS;
-}
-
 MXReturnValue dequantize_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                     std::vector<int>* out_types) {
   if (check_types("d2lbert_dequantize", *in_types, {0, 2, 4}) != MX_SUCCESS) return MX_FAIL;
@@ -77,7 +64,7 @@ MXReturnValue dequantize_infer_shape(const Attributes& attrs,
 
 REGISTER_OP(d2lbert_dequantize)
 .setForward(dequantize_forward, "cpu")
-.setBackward(dequantize_backward, "cpu")
+.setBackward(zero_gradients, "cpu")
 .setParseAttrs(fixed_arity<6, 1>)
 .setInferType(dequantize_infer_type)
 .setInferShape(dequantize_infer_shape);

@@ -1,12 +1,28 @@
 // One row of an int8 product's input rounded to 8-bit unsigned integers, and one row of
 // its integer sums scaled back to float32 (d2lbert_quantize, d2lbert_dequantize and
-// d2lbert_requantize, which does both).
+// d2lbert_requantize, which does both); their backward.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "common.h"
+
 namespace d2lbert {
+
+// The backward of an inference-only operator, which a hybridized graph needs
+// registered: every gradient zero (nothing trains through it).
+inline MXReturnValue zero_gradients(const Attributes& attrs, std::vector<MXTensor>* inputs,
+                                    std::vector<MXTensor>* outputs, const OpResource& res) {
+  for (MXTensor& gradient : *outputs) {
+    if (gradient.dtype == kInt32) {
+      std::fill_n(gradient.data<int32_t>(), gradient.size(), 0);
+    } else {
+      std::fill_n(gradient.data<float>(), gradient.size(), 0.f);
+    }
+  }
+  return MX_SUCCESS;
+}
 
 // x rounded to the nearest integer, ties to even, for |x| < 2^22: adding and taking away
 // 1.5 * 2^23 leaves no fraction bits (a plain sum, which vectorizes where nearbyint

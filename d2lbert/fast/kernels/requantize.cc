@@ -86,19 +86,6 @@ MXReturnValue requantize_forward(const Attributes& attrs, std::vector<MXTensor>*
   return MX_SUCCESS;
 }
 
-// outputs: the gradients of the inputs: zeros (nothing trains through it)
-MXReturnValue requantize_backward(const Attributes& attrs, std::vector<MXTensor>* inputs,
-                                  std::vector<MXTensor>* outputs, const OpResource& res) {
-  for (MXTensor& gradient : *outputs) {
-    if (gradient.dtype == kInt32) {
-      std::fill_n(gradient.data<int32_t>(), gradient.size(), 0);
-    } else {
-      std::fill_n(gradient.data<float>(), gradient.size(), 0.f);
-    }
-  }
-  return MX_SUCCESS;
-}
-
 MXReturnValue requantize_infer_type(const Attributes& attrs, std::vector<int>* in_types,
                                     std::vector<int>* out_types) {
   if (check_types("d2lbert_requantize", *in_types, {0, 2, 4}) != MX_SUCCESS) return MX_FAIL;
@@ -127,7 +114,7 @@ MXReturnValue requantize_infer_shape(const Attributes& attrs,
 
 REGISTER_OP(d2lbert_requantize)
 .setForward(requantize_forward, "cpu")
-.setBackward(requantize_backward, "cpu")
+.setBackward(zero_gradients, "cpu")
 .setParseAttrs(fixed_arity<7, 3>)
 .setInferType(requantize_infer_type)
 .setInferShape(requantize_infer_shape);
