@@ -161,9 +161,8 @@ def dense_with(weight, bias):
 def initialized(int8_block):
     """The int8 block with its constants initialized, hybridized."""
     import mxnet as mx
-    for parameter in int8_block.params.values():
-        if isinstance(parameter, mx.gluon.Constant):
-            parameter.initialize(ctx=mx.cpu())
+    from d2lbert.fast import int8
+    int8.initialize_constants(int8_block, mx.cpu())
     int8_block.hybridize(static_alloc=True)
     return int8_block
 

@@ -35,6 +35,7 @@ def feed_forward_blocks(levels):
     import mxnet as mx
     from mxnet import np
     from d2lbert.fast import Int8Dense, Int8FeedForward
+    from d2lbert.fast.int8 import initialize_constants
     from d2lbert.model.transformer import PositionWiseFFN
     rng = onp.random.default_rng(0)
     ffn = PositionWiseFFN(HIDDEN, FFN_HIDDEN, 'gelu')
@@ -46,10 +47,9 @@ def feed_forward_blocks(levels):
     handover = Int8FeedForward(ffn, *ones, levels)
     dense1, dense2 = Int8Dense(ffn.dense1, ones[0], levels), Int8Dense(ffn.dense2, ones[1],
                                                                          levels)
+    for block in (handover, dense1, dense2):
+        initialize_constants(block, mx.cpu())
     for block in (handover, dense1, dense2, ffn.activation):
-        for parameter in block.params.values():
-            if isinstance(parameter, mx.gluon.Constant):
-                parameter.initialize(ctx=mx.cpu())
         block.hybridize(static_alloc=True)
     return {'handover': handover,
                  'three operators': lambda X: dense2(ffn.activation(dense1(X)))}

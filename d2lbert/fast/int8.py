@@ -397,7 +397,13 @@ def put_in_place(net, old, new, ctx):
     """Put the int8 block `new` where block `old` is in net (`replace_child`), its
     constants initialized on ctx."""
     replace_child(net, old, new)
-    for parameter in new.params.values():
+    initialize_constants(new, ctx)
+
+
+def initialize_constants(int8_block, ctx):
+    """Initialize the constants of an int8 block (`Int8Dense`, `Int8Attention`,
+    `Int8FeedForward`: its rounded weights, scales and sums) on ctx."""
+    for parameter in int8_block.params.values():
         if isinstance(parameter, gluon.Constant):
             parameter.initialize(ctx=ctx)
 
