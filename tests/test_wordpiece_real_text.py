@@ -63,6 +63,21 @@ def test_tokens_equal_transformers_bert_tokenizer(vocab_file, lowercase):
         assert vocab[tokens] == reference.encode(text, add_special_tokens=False), text
 
 
+@pytest.mark.parametrize('lowercase', [True, False])
+def test_ascii_text_equals_transformers_bert_tokenizer(vocab_file, lowercase):
+    # ASCII text takes a path of its own (`basic_tokenizer.ASCII_STEPS`): every ASCII
+    # character, control characters and punctuation among them, in random texts
+    vocab = WordPieceVocab.load(vocab_file, lowercase)
+    reference = slow_tokenizer(vocab_file, lowercase)
+    rng = random.Random(0)
+    letters = 'aAeEzZ09 '  # more of these, so that words form
+    texts = [''.join(map(chr, range(128)))] + [
+        ''.join(rng.choice(letters) if rng.random() < 0.7 else chr(rng.randrange(128))
+                for _ in range(40)) for _ in range(300)]
+    for text in texts:
+        assert vocab.tokenize(text) == reference.tokenize(text), repr(text)
+
+
 def test_offsets_equal_transformers_fast_tokenizer(vocab_file):
     vocab = WordPieceVocab.load(vocab_file, lowercase=True)
     reference = fast_tokenizer(vocab_file, lowercase=True)

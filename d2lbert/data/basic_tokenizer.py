@@ -67,8 +67,21 @@ def without_accents(text):
                    if unicodedata.category(ch) != 'Mn')
 
 
+def spaced(ch):
+    """Steps 1 and 4 for one character that steps 2 and 3 leave as it is (ASCII): ''
+    (dropped), ' ', ' ch ' (a punctuation mark) or ch."""
+    return ''.join(f' {c} ' if is_punctuation(c) else c for c in cleaned(ch))
+
+
+# steps 1 and 4 on ASCII text, for str.translate: an ASCII text is its own composition
+# and lower case without accents, so the steps need no pass per character in Python
+ASCII_STEPS = {code: spaced(chr(code)) for code in range(128)}
+
+
 def basic_tokenize(text, lowercase):
     """The words of text (a list of str), by the steps in this module's docstring."""
+    if text.isascii():
+        return (text.lower() if lowercase else text).translate(ASCII_STEPS).split()
     text = unicodedata.normalize('NFC', ''.join(map(cleaned, text)))
     if lowercase:
         text = without_accents(text.lower())
