@@ -16,7 +16,11 @@ from . import kernels
 @numpy_mode_block
 class FusedMultiHeadAttention(MultiHeadAttention):
     """`MultiHeadAttention` whose scores, masked softmax, dropout and weighted sum run
-    in one operator: X (batch_size, seq_len, H) or packed (num_rows, H) -> X's shape."""
+    in one operator: X (batch_size, seq_len, H) or packed (num_rows, H) -> X's shape;
+    with first_query_only (on the kernel, X padded), only each sequence's first
+    position goes through the output layer: -> (batch_size, 1, H)."""
+    first_query_only = False  # `first_token_only` sets it in a classifier's last block
+
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
         if not kernels.usable(self.query_weight):
@@ -33,7 +37,8 @@ class FusedMultiHeadAttention(MultiHeadAttention):
 
     def attend(self, F, X, qkv, valid_lens, in_bfloat16=False):
         """The attention of the projections `qkv` (..., 3 * num_hiddens), interleaved
-        per head (in bfloat16 if in_bfloat16), of X, through the output layer."""
+        per head (in bfloat16 if in_bfloat16), of X, through the output layer (at each
+        sequence's first position only, if first_query_only)."""
         if valid_lens is None:  # every key is valid
             valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
         training = kernels.training_flag(F, X)
@@ -41,8 +46,11 @@ class FusedMultiHeadAttention(MultiHeadAttention):
                                                       training)
         context = F.d2lbert_attention(qkv, valid_lens, training, heads=self.num_heads,
                                       dropout=self.dropout_rate)[0]
+        context = context.as_np_ndarray()
+        if self.first_query_only:
+            context = context[:, :1, :]
         self.output.casts_input = not in_bfloat16  # a ReducedPrecisionDense then
-        return self.output(context.as_np_ndarray())
+        return self.output(context)
 
     def interleaved_projection(self, F, weights, biases):
         """The Q/K/V weights as one (3 * num_hiddens, num_hiddens) matrix and biases

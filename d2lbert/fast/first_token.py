@@ -6,12 +6,14 @@ that token alone (`d2lbert predict`'s sentence classifiers).
 A `BERTClassifier` reads only `<cls>`'s encoding of its encoder's output. In the last
 block, each position's add & norm and feed-forward block depend on that position alone,
 so they need computing for position 0 only: the attention still reads every token (the
-keys and values), its output is kept at position 0, and the rest runs on batch_size rows
-instead of batch_size * seq_len. The logits are the same.
+keys and values), its output layer runs at position 0 (`FusedMultiHeadAttention.
+first_query_only`), and the rest on batch_size rows instead of batch_size * seq_len. The
+logits are the same.
 """
 from ..model import BERTClassifier
 from ..util.numpy_mode import numpy_mode_block
 from ..util.shared_blocks import copy_sharing_parameters
+from .attention import FusedMultiHeadAttention
 from .layer_norm import LinkedEncoderBlock
 
 
@@ -34,5 +36,7 @@ def first_token_only(net):
     if type(net) is not BERTClassifier or type(net.encoder.blocks[-1]) is not LinkedEncoderBlock:
         return net
     copied = copy_sharing_parameters(net)
-    copied.encoder.blocks[-1].__class__ = FirstTokenEncoderBlock
+    last = copied.encoder.blocks[-1]
+    last.__class__ = FirstTokenEncoderBlock
+    last.attention.first_query_only = isinstance(last.attention, FusedMultiHeadAttention)
     return copied

@@ -311,6 +311,7 @@ class Int8Attention(nn.HybridBlock):
         super().__init__(prefix=attention.prefix, params=attention.params)
         self.num_heads, self.num_hiddens = attention.num_heads, attention.num_hiddens
         self.dropout_rate, self.output = attention.dropout_rate, attention.output
+        self.first_query_only = attention.first_query_only
         weight, bias = layer_weight(attention)
         int8_constants(self, weight, column_scales, levels, 'qkv_')
         with self.name_scope():
