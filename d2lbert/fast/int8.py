@@ -250,10 +250,10 @@ def quantized_input(module, X, input_scales):
 def integer_sums(module, q, weight_int8, num_outputs):
     """oneDNN's int8 product: q (rows, num_inputs) uint8 times weight_int8 (num_outputs,
     num_inputs) int8, transposed; returns the exact sums (rows, num_outputs) int32."""
-    span = module.ones(shape=(1,))  # the operands' ranges: they change no sum
-    return module.contrib.quantized_fully_connected(
-        data=q, weight=weight_int8.as_nd_ndarray(), min_data=-span, max_data=span,
-        min_weight=-span, max_weight=span, no_bias=True, num_hidden=num_outputs)[0]
+    span = module.ones(shape=(1,))  # the operands' ranges: they change no sum, so one
+    return module.contrib.quantized_fully_connected(  # array serves as all four
+        data=q, weight=weight_int8.as_nd_ndarray(), min_data=span, max_data=span,
+        min_weight=span, max_weight=span, no_bias=True, num_hidden=num_outputs)[0]
 
 
 def shaped_like_input(module, Y, X):

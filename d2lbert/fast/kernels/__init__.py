@@ -241,9 +241,11 @@ def training_flag(F, like):
 
     MXNet's Dropout knows whether MXNet is training (it drops only then); applied
     with p = 0.5 to a 1, it keeps the 1 outside training and makes it 0 or 2 while
-    training. The kernels read this flag. `like`: any float32 array of the graph.
+    training. The kernels read this flag. `like`: any array of the graph, whose device
+    the flag is made on (a Symbol has none: the graph's). Two operators a call: a graph
+    runs one per block that asks, and each operator's launch costs more than its work.
     """
-    one = F.np.ones_like(like.reshape(-1)[:1])
+    one = F.np.ones((1,), ctx=getattr(like, 'ctx', None))
     return F.npx.dropout(one, p=0.5)
 
 
