@@ -16,10 +16,8 @@ from . import kernels
 @numpy_mode_block
 class FusedMultiHeadAttention(MultiHeadAttention):
     """`MultiHeadAttention` whose scores, masked softmax, dropout and weighted sum run
-    in one operator: X (batch_size, seq_len, H) or packed (num_rows, H) -> X's shape;
-    with first_query_only (on the kernel, X padded), only each sequence's first
-    position goes through the output layer: -> (batch_size, 1, H)."""
-    first_query_only = False  # `first_token_only` sets it in a classifier's last block
+    in one operator: X (batch_size, seq_len, H) or packed (num_rows, H) -> X's shape."""
+    first_query_only = False  # True: position 0 alone through the output layer, (B, 1, H)
 
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
@@ -37,20 +35,16 @@ class FusedMultiHeadAttention(MultiHeadAttention):
 
     def attend(self, F, X, qkv, valid_lens, in_bfloat16=False):
         """The attention of the projections `qkv` (..., 3 * num_hiddens), interleaved
-        per head (in bfloat16 if in_bfloat16), of X, through the output layer (at each
-        sequence's first position only, if first_query_only)."""
+        per head (in bfloat16 if in_bfloat16), of X, through the output layer."""
         if valid_lens is None:  # every key is valid
             valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
         training = kernels.training_flag(F, X)
         qkv, valid_lens, training = kernels.as_legacy(qkv, valid_lens.astype('int32'),
                                                       training)
         context = F.d2lbert_attention(qkv, valid_lens, training, heads=self.num_heads,
-                                      dropout=self.dropout_rate)[0]
-        context = context.as_np_ndarray()
-        if self.first_query_only:
-            context = context[:, :1, :]
+                                      dropout=self.dropout_rate)[0].as_np_ndarray()
         self.output.casts_input = not in_bfloat16  # a ReducedPrecisionDense then
-        return self.output(context)
+        return self.output(context[:, :1, :] if self.first_query_only else context)
 
     def interleaved_projection(self, F, weights, biases):
         """The Q/K/V weights as one (3 * num_hiddens, num_hiddens) matrix and biases
