@@ -275,9 +275,9 @@ def run_encode_file(args):
     net, vocab = load_model_flag(args.model)
     count, hiddens, pooling, int8_line = encode_file(args, net, vocab)
     normalized = ', normalized' if args.normalize else ''
-    products = f'; {int8_line}' if int8_line else ''
+    products = int8_line or f'matrix products in {args.precision}'
     print(f'wrote {count} vectors of {hiddens} ({pooling} pooling{normalized}) to '
-          f'{args.out}{products}')
+          f'{args.out}; {products}')
 
 
 def add_fill_mask_parser(subparsers):

@@ -451,6 +451,26 @@ def test_missing_hardware_is_one_line_exit_2(args, message, tmp_path, capsys, mo
     assert code == 2 and 'neither avx512_bf16 nor amx_bf16' in stderr, stderr
 
 
+def test_onednn_held_to_avx2_runs_fp32_not_bf16(tmp_path):
+    """oneDNN held to AVX2 ($DNNL_MAX_CPU_ISA, read once, so in processes of their own)
+    has no bf16 kernel even on a CPU with avx512_bf16: auto runs fp32 and says so, and
+    --precision bf16 is one line, exit 2 (not oneDNN's error)."""
+    from test_inputs import minilm_folder
+    (tmp_path / 'sents.txt').write_text('a fine film\nan awful one\n')
+    env = dict(os.environ, DNNL_MAX_CPU_ISA='AVX2')
+
+    def encode(precision):
+        return subprocess.run([sys.executable, '-m', 'd2lbert', 'encode', '--model',
+                               minilm_folder(), '--data', 'sents.txt', '--out',
+                               f'{precision}.npy', '--precision', precision], cwd=tmp_path,
+                              env=env, capture_output=True, text=True)
+    auto, bf16 = encode('auto'), encode('bf16')
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout.strip().endswith('matrix products in fp32'), auto.stdout
+    assert bf16.returncode == 2 and len(bf16.stderr.strip().splitlines()) == 1, bf16.stderr
+    assert 'DNNL_MAX_CPU_ISA' in bf16.stderr and not (tmp_path / 'bf16.npy').exists()
+
+
 def test_bench_reports_bf16_rows_against_float32_and_transformers():
     """The bf16 targets are ratios of rows of the same run; a float32 run has none."""
     def run(pairs_per_s, rss=1000.0):
