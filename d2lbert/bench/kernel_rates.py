@@ -75,17 +75,20 @@ def kernel_rates(repeats=15):
 def forward_backward(function, inputs):
     """A call of forward + backward of function(F, *inputs), hybridized with static
     memory as in training (imperatively, every call would touch freshly allocated
-    memory); called once before it is returned."""
-    from mxnet import autograd
+    memory), the output's gradient one random array made once, as a later layer's
+    would be (`backward()` without it fills a new array of ones each call: a pass over
+    memory that no kernel makes); called once before it is returned."""
+    from mxnet import autograd, np
     block = kernel_block(function)
     block.hybridize(static_alloc=True, static_shape=True)
     for x in inputs:
         x.attach_grad()
+    output_gradient = np.random.normal(size=block(*inputs).shape)
 
     def run():
         with autograd.record():
             out = block(*inputs)
-        out.backward()
+        out.backward(output_gradient)
     run()
     return run
 
