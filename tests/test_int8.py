@@ -227,6 +227,36 @@ def test_an_int8_feed_forward_block_is_two_numpy_int8_products(hidden_act):
     onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize('packed', [False, True])
+def test_int8_attention_is_the_attention_of_the_dequantized_sums(packed):
+    """d2lbert_int8_attention on an int8 product's sums (padded, or packed with two
+    unused rows) is d2lbert_attention outside training on what d2lbert_dequantize makes
+    of them: the same numbers, scaled back in the kernel's memory; sizes that disagree
+    are an error."""
+    import mxnet as mx
+    from d2lbert.fast import kernels
+    assert kernels.available()
+    rng = onp.random.default_rng(0)
+    heads, hidden, lengths, seq = 2, 16, [5, 1, 3], 5
+    rows, width = (sum(lengths) + 2 if packed else len(lengths) * seq), 3 * hidden
+    arrays = [rng.integers(-20000, 20000, (rows, width)), rng.uniform(1e-4, 1e-3, rows),
+              rng.integers(0, 256, rows), rng.uniform(1e-3, 1e-2, width),
+              rng.integers(-500, 500, width), rng.normal(size=width)]
+    sums, *rest = [mx.nd.array(a, dtype='int32' if a.dtype.kind == 'i' else 'float32')
+                   for a in arrays]
+    shape = (rows, width) if packed else (len(lengths), seq, width)
+    valid_lens = mx.nd.array(lengths, dtype='int32')
+    qkv = mx.nd.d2lbert_dequantize(sums, *rest).reshape(shape)
+    expected = mx.nd.d2lbert_attention(qkv, valid_lens, mx.nd.ones((1,)), heads=heads,
+                                       dropout=0.1)[0].asnumpy()
+    context = mx.nd.d2lbert_int8_attention(sums.reshape(shape), *rest, valid_lens,
+                                           heads=heads)[0].asnumpy()
+    assert context.shape == expected.shape and (context == expected).all()
+    with pytest.raises(mx.base.MXNetError, match='row_scales'):
+        mx.nd.d2lbert_int8_attention(sums.reshape(shape), rest[0][1:], *rest[1:],
+                                     valid_lens, heads=heads).wait_to_read()
+
+
 def test_weight_levels_are_those_the_cpus_int8_product_sums_exactly():
     """oneDNN's product of 8-bit matrices, on random operands (the inputs within [0,
     255], the weights within +-weight_levels()), equals NumPy's integer product; with

@@ -31,7 +31,9 @@ overflows (`weight_levels`), L = 127 elsewhere. MXNet 1.9 calls oneDNN's product
 `d2lbert_dequantize`, one pass over the input and one over the output. Between a
 feed-forward block's two products one pass does both, with GELU between them
 (`d2lbert_requantize`, `Int8FeedForward`): the widest layer's float32 output never
-goes to memory.
+goes to memory. Nor does the Q/K/V projection's: its sums go to the attention kernel
+(`d2lbert_int8_attention`, `Int8Attention`), which scales each example's rows back as
+it reads them.
 
 The encoder's four products per block are int8: the attention's Q/K/V projection and
 output layer, the feed-forward block's two layers. The rest stays float32: LayerNorm,
@@ -304,7 +306,9 @@ class Int8Attention(nn.HybridBlock):
     """A `FusedMultiHeadAttention` whose Q/K/V projection is int8 (`int8_product`),
     its interleaved weight rounded once and its interleaved bias taken once (constants,
     as `layer_weight` makes them); shares the attention's output layer, and computes
-    the rest as it does (`FusedMultiHeadAttention.attend`).
+    the rest as it does (`FusedMultiHeadAttention.attend`), on the projection's integer
+    sums (`d2lbert_int8_attention`: each example's rows scaled back to float32 in the
+    kernel's working memory, as `d2lbert_dequantize` would write them).
 
     forward(X, valid_lens): as `FusedMultiHeadAttention`'s"""
     def __init__(self, attention, column_scales, levels=127):
@@ -319,9 +323,18 @@ class Int8Attention(nn.HybridBlock):
 
     def hybrid_forward(self, F, X, valid_lens, qkv_weight_int8, qkv_input_scales,
                        qkv_weight_scales, qkv_weight_sums, qkv_bias):
-        qkv = int8_product(F, X, qkv_weight_int8, qkv_input_scales, qkv_weight_scales,
-                           qkv_weight_sums, qkv_bias, 3 * self.num_hiddens)
-        return FusedMultiHeadAttention.attend(self, F, X, qkv, valid_lens)
+        module = mx.sym if isinstance(X, mx.sym.Symbol) else mx.nd
+        q, row_scales, zero_points = quantized_input(module, X, qkv_input_scales)
+        sums = integer_sums(module, q, qkv_weight_int8, 3 * self.num_hiddens)
+        if valid_lens is None:  # every key is valid
+            valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
+        sums, valid_lens, weight_scales, weight_sums, bias = kernels.as_legacy(
+            shaped_like_input(module, sums, X), valid_lens.astype('int32'),
+            qkv_weight_scales, qkv_weight_sums, qkv_bias)
+        context = module.d2lbert_int8_attention(
+            sums, row_scales, zero_points, weight_scales, weight_sums, bias, valid_lens,
+            heads=self.num_heads)[0].as_np_ndarray()
+        return self.output(context[:, :1, :] if self.first_query_only else context)
 
 
 def handover_activation(ffn):

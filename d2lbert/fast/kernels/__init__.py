@@ -10,7 +10,9 @@ rebuilding MXNet. d2lbert's, each forward and backward:
   norm" of every Transformer block, in one pass over the rows;
 * `d2lbert_attention` (`attention.cc`): the scaled dot products, masked softmax and
   dropout of multi-head self-attention, with the small per-head matrix products done
-  by a register-blocked micro-kernel (`gemm.h`);
+  by a register-blocked micro-kernel (`gemm.h`); `d2lbert_int8_attention`, the same
+  (inference only) on the integer sums of an int8 Q/K/V projection, scaled back as it
+  reads them;
 * `d2lbert_dropout` (`dropout.cc`): dropout (MXNet's draws a Mersenne-Twister number
   per element);
 * `d2lbert_embedding` (`embedding.cc`): BERT's input embedding, the sum of three
@@ -203,7 +205,7 @@ def available():
 
 
 OPERATORS = ('d2lbert_layer_norm', 'd2lbert_add_layer_norm', 'd2lbert_attention',
-             'd2lbert_dropout', 'd2lbert_embedding', 'd2lbert_log_sum_exp',
+             'd2lbert_int8_attention', 'd2lbert_dropout', 'd2lbert_embedding', 'd2lbert_log_sum_exp',
              'd2lbert_sum_squares', 'd2lbert_adam_update', 'd2lbert_quantize',
              'd2lbert_dequantize', 'd2lbert_requantize')
 

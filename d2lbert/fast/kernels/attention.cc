@@ -15,6 +15,13 @@
 //     lse: (heads, rows), each query's log of the softmax denominator (kept for backward)
 //     seed: (2,) int32, the seed of the dropout mask (kept for backward)
 //
+//   d2lbert_int8_attention(sums, row_scales, zero_points, column_scales, weight_sums,
+//                          bias, valid_lens, heads) -> (context, lse)
+//     the same without dropout (inference), qkv given as the int32 sums of an int8
+//     product and d2lbert_dequantize's other inputs (int8_rows.h), each example's rows
+//     scaled back to float32 in the thread's memory: the projection (the widest
+//     output of the block's int8 products) never goes to memory in float32
+//
 // For every example b and head j, with s = 1 / sqrt(d):
 //     P = softmax(s Q K[:L]^T)   (queries, L)   W = P * mask / (1 - p)   (dropout)
 //     context = W V[:L]          (queries, d)
@@ -46,6 +53,7 @@
 
 #include "common.h"
 #include "gemm.h"
+#include "int8_rows.h"
 
 using namespace d2lbert;
 
@@ -158,11 +166,43 @@ const float* as_floats(const Bfloat16* x, int64_t count, std::vector<float>* buf
   return out;
 }
 
-// The bfloat16 words of x, or null for float32 x
+// The integer sums of an int8 Q/K/V projection (d2lbert_int8_attention), rows of
+// `width` (3H) numbers, read as d2lbert_dequantize would write them; `x + count` is
+// the sums `count` numbers (whole rows) on, as for a pointer.
+struct Int8Sums {
+  const int32_t* sums;
+  const float *row_scales, *column_scales, *bias;
+  const int32_t *zero_points, *weight_sums;
+  int64_t width;
+  Int8Sums operator+(int64_t count) const {
+    Int8Sums later = *this;
+    later.sums += count;
+    later.row_scales += count / width;
+    later.zero_points += count / width;
+    return later;
+  }
+};
+
+// `count` numbers (whole rows) of int8 sums scaled back to float32 into `buffer`
+const float* as_floats(const Int8Sums& x, int64_t count, std::vector<float>* buffer) {
+  float* out = buffer->data();
+  for (int64_t r = 0; r < count / x.width; ++r)
+    dequantize_row(x.sums + r * x.width, x.row_scales[r], x.zero_points[r], x.column_scales,
+                   x.weight_sums, x.bias, x.width, out + r * x.width);
+  return out;
+}
+
+// The bfloat16 words of x, or null for float32 x (or int8 sums)
 const uint16_t* bfloat16_words(const float* x) { return nullptr; }
 const uint16_t* bfloat16_words(const Bfloat16* x) {
   return reinterpret_cast<const uint16_t*>(x);
 }
+const uint16_t* bfloat16_words(const Int8Sums& x) { return nullptr; }
+
+// Where x's numbers lie in memory (to prefetch them)
+template <typename T>
+const T* address(const T* x) { return x; }
+const int32_t* address(const Int8Sums& x) { return x.sums; }
 
 // Where to compute float32 results that go to x: x itself, or `buffer` (then `store`)
 float* float_rows(float* x, std::vector<float>* buffer) { return x; }
@@ -390,22 +430,23 @@ MXReturnValue check_layout(const Layout& layout) {
   return MX_SUCCESS;
 }
 
-// The forward pass with qkv and context of type T (float or Bfloat16)
-template <typename T>
-void forward(const Layout& layout, const T* qkv, const Dropout& dropout, T* context,
-             float* lse) {
+// The forward pass with qkv (Q): const float*, const Bfloat16* or Int8Sums, and context
+// of type T (float or Bfloat16)
+template <typename Q, typename T>
+void forward(const Layout& layout, Q qkv, const Dropout& dropout, T* context, float* lse) {
   const int64_t H = layout.hidden(), used = layout.used_rows();
   zero_rows(context + used * H, layout.rows() - used, H, H);
 #pragma omp parallel
   {
     Scratch scratch(layout.max_queries(), layout.head_dim(),
-                    std::is_same<T, float>::value ? 0 : H);
+                    std::is_same<Q, const float*>::value ? 0 : H);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < layout.batch(); ++b) {
       scratch.prefetch = Prefetch();
       if (b + 1 < layout.batch()) {  // during the scores and W V
         const int64_t next = layout.first_row(b + 1), rows = layout.queries(b + 1);
-        scratch.prefetch.add(qkv + next * 3 * H, rows * 3 * H * sizeof(T), false);
+        const auto* next_rows = address(qkv + next * 3 * H);
+        scratch.prefetch.add(next_rows, rows * 3 * H * sizeof(*next_rows), false);
         scratch.prefetch.spread_over(product_tiles(layout, b, 2));
       }
       const int64_t first = layout.first_row(b), queries = layout.queries(b);
@@ -475,6 +516,23 @@ MXReturnValue attention_forward(const Attributes& attrs, std::vector<MXTensor>* 
   return MX_SUCCESS;
 }
 
+// inputs: sums, row_scales, zero_points, column_scales, weight_sums, bias, valid_lens;
+// outputs: context, lse. The attention (without dropout: inference only) of the Q/K/V
+// projection y = d2lbert_dequantize(sums, ...) (rows, 3H), scaled back example by
+// example into the thread's memory instead of going to memory whole.
+MXReturnValue int8_attention_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,
+                                     std::vector<MXTensor>* outputs, const OpResource& res) {
+  MXTensor& sums = (*inputs)[0];
+  const Layout layout(sums, (*inputs)[6], int_attribute(attrs, "heads", 1));
+  if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
+  const Int8Sums qkv{sums.data<int32_t>(), (*inputs)[1].data<float>(),
+                     (*inputs)[3].data<float>(), (*inputs)[5].data<float>(),
+                     (*inputs)[2].data<int32_t>(), (*inputs)[4].data<int32_t>(),
+                     sums.shape.back()};
+  forward(layout, qkv, Dropout(), (*outputs)[0].data<float>(), (*outputs)[1].data<float>());
+  return MX_SUCCESS;
+}
+
 // inputs: dcontext, dlse, dseed (unused), qkv, valid_lens, training, context, lse, seed;
 // outputs: dqkv, dvalid_lens, dtraining (0: not differentiable)
 MXReturnValue attention_backward(const Attributes& attrs, std::vector<MXTensor>* inputs,
@@ -537,3 +595,40 @@ REGISTER_OP(d2lbert_attention)
 .setParseAttrs(fixed_arity<3, 3>)
 .setInferType(attention_infer_type)
 .setInferShape(attention_infer_shape);
+
+MXReturnValue int8_attention_infer_type(const Attributes& attrs, std::vector<int>* in_types,
+                                        std::vector<int>* out_types) {
+  if (check_types("d2lbert_int8_attention", *in_types, {0, 2, 4, 6}) != MX_SUCCESS)
+    return MX_FAIL;
+  (*out_types) = {kFloat32, kFloat32};
+  return MX_SUCCESS;
+}
+
+// sums as d2lbert_attention's qkv; row_scales, zero_points (rows,); column_scales,
+// weight_sums, bias (3H,); valid_lens (batch,)
+MXReturnValue int8_attention_infer_shape(const Attributes& attrs,
+                                         std::vector<std::vector<unsigned int>>* in_shapes,
+                                         std::vector<std::vector<unsigned int>>* out_shapes) {
+  const std::vector<unsigned int>& sums = (*in_shapes)[0];
+  std::vector<std::vector<unsigned int>> as_attention = {sums, (*in_shapes)[6], {1}};
+  std::vector<std::vector<unsigned int>> attention_outputs(3);
+  if (attention_infer_shape(attrs, &as_attention, &attention_outputs) != MX_SUCCESS)
+    return MX_FAIL;
+  const std::vector<unsigned int> rows = {attention_outputs[1][1]}, columns = {sums.back()};
+  if ((*in_shapes)[1] != rows || (*in_shapes)[2] != rows || (*in_shapes)[3] != columns ||
+      (*in_shapes)[4] != columns || (*in_shapes)[5] != columns) {
+    MX_ERROR_MSG << "d2lbert_int8_attention: row_scales and zero_points (rows,), "
+                    "column_scales, weight_sums and bias (3 * hidden,)";
+    return MX_FAIL;
+  }
+  (*out_shapes)[0] = attention_outputs[0];
+  (*out_shapes)[1] = attention_outputs[1];
+  return MX_SUCCESS;
+}
+
+REGISTER_OP(d2lbert_int8_attention)
+.setForward(int8_attention_forward, "cpu")
+.setBackward(zero_gradients, "cpu")
+.setParseAttrs(fixed_arity<7, 2>)
+.setInferType(int8_attention_infer_type)
+.setInferShape(int8_attention_infer_shape);
