@@ -205,9 +205,9 @@ def available():
 
 
 OPERATORS = ('d2lbert_layer_norm', 'd2lbert_add_layer_norm', 'd2lbert_attention',
-             'd2lbert_int8_attention', 'd2lbert_dropout', 'd2lbert_embedding', 'd2lbert_log_sum_exp',
-             'd2lbert_sum_squares', 'd2lbert_adam_update', 'd2lbert_quantize',
-             'd2lbert_dequantize', 'd2lbert_requantize')
+             'd2lbert_int8_attention', 'd2lbert_dropout', 'd2lbert_embedding',
+             'd2lbert_log_sum_exp', 'd2lbert_sum_squares', 'd2lbert_adam_update',
+             'd2lbert_quantize', 'd2lbert_dequantize', 'd2lbert_requantize')
 
 
 def load_library(path):
