@@ -257,6 +257,22 @@ def test_int8_attention_is_the_attention_of_the_dequantized_sums(packed):
                                      valid_lens, heads=heads).wait_to_read()
 
 
+def test_the_handover_refuses_an_activation_it_does_not_compute():
+    """d2lbert_requantize computes GELU or ReLU; another `act` is an error naming it,
+    not GELU under another name."""
+    import mxnet as mx
+    from d2lbert.fast import kernels
+    assert kernels.available()
+    rows, n = 2, 8
+    inputs = [mx.nd.zeros((rows, n), dtype='int32'), mx.nd.ones((rows,)),
+              mx.nd.zeros((rows,), dtype='int32'), mx.nd.ones((n,)),
+              mx.nd.zeros((n,), dtype='int32'), mx.nd.zeros((n,)), mx.nd.ones((n,))]
+    for act in ('gelu', 'relu'):
+        mx.nd.d2lbert_requantize(*inputs, act=act, levels=255)[0].wait_to_read()
+    with pytest.raises(mx.base.MXNetError, match="act must be 'gelu' or 'relu', not 'tanh'"):
+        mx.nd.d2lbert_requantize(*inputs, act='tanh', levels=255)[0].wait_to_read()
+
+
 def test_weight_levels_are_those_the_cpus_int8_product_sums_exactly():
     """oneDNN's product of 8-bit matrices, on random operands (the inputs within [0,
     255], the weights within +-weight_levels()), equals NumPy's integer product; with

@@ -7,7 +7,7 @@
 //                      inverse_scales, act='gelu', levels=L) -> q, row_scales, zero_points
 //     the first six inputs as d2lbert_dequantize's: sums (rows, n) int32, the first
 //     product's; inverse_scales: (n,) float32, 1 / c_k of the second product's columns
-//     act: 'gelu' (exact, 0.5 x (1 + erf(x / sqrt 2))) or 'relu'
+//     act: 'gelu' (exact, 0.5 x (1 + erf(x / sqrt 2))) or 'relu' (another: an error)
 //     q, row_scales, zero_points: as d2lbert_quantize's of act(y), y = the first
 //     product's float32 output
 //
@@ -59,7 +59,13 @@ MXReturnValue requantize_forward(const Attributes& attrs, std::vector<MXTensor>*
   MXTensor& sums = (*inputs)[0];
   const int64_t n = sums.shape.back(), rows = sums.size() / n;
   const auto act = attrs.find("act");
-  const bool relu = act != attrs.end() && act->second == "relu";
+  const std::string activation = act == attrs.end() ? "gelu" : act->second;
+  if (activation != "gelu" && activation != "relu") {
+    MX_ERROR_MSG << "d2lbert_requantize: act must be 'gelu' or 'relu', not '" << activation
+                 << "'";
+    return MX_FAIL;
+  }
+  const bool relu = activation == "relu";
   const float levels = static_cast<float>(int_attribute(attrs, "levels", 255));
   const int32_t* in = sums.data<int32_t>();
   const float* sum_row_scales = (*inputs)[1].data<float>();
