@@ -5,10 +5,11 @@ the batch of `configs.random_batch('book')` packed to its valid tokens, 128 hidd
 units, 2 heads; the masked-LM log-sum-exp on one eighth of a 20,256-word vocabulary
 for 5,120 slots; the optimizer's step (norm, then the fused Adam update) on a
 30,522 x 256 token embedding (`bert.small`'s, the largest parameter fine-tuning
-updates). The attention kernel does matrix products, so it is reported in GFLOP/s (forward 4 L^2 d per example and head, backward 10 L^2 d with the
-recomputed scores) against the GEMM rate of the same run; the others only stream
-memory, so they are reported in GB/s (every input and output read or written once,
-forward and backward) against a large array copy measured in the same process.
+updates). The attention kernel does matrix products, so it is reported in GFLOP/s
+(forward 4 L^2 d per example and head, backward 10 L^2 d with the recomputed scores)
+against the GEMM rate of the same run; the others only stream memory, so they are
+reported in GB/s (every input and output read or written once, forward and backward)
+against a large array copy measured in the same process.
 
 A shared machine's speed drifts (`rounds.py`), here within seconds: five timings of one
 kernel in a row, all in one slow moment, once gave dropout 23% of the copy rate and
