@@ -106,7 +106,6 @@ def test_the_books_layer_norm_gives_the_same_results():
     assert_close(fused, plain)
 
 
-
 def test_parameter_gradients_over_many_rows_stay_accurate():
     """dgamma and dbeta sum every row. Over 65,536 rows whose gradients share a sign, a
     float32 running sum is off by 5e-6, and float32 sums of 64 rows added in float32 by
