@@ -49,35 +49,13 @@ void normalize_row(const float* s, const float* gamma, const float* beta, int64_
   *rstd = rs;
 }
 
-// dgamma and dbeta, summed over the rows in blocks of kBlockRows rows (common.h):
-// each block's partial sums are computed in parallel, then added in block order, in
-// double. A block's own sums are float, as the masked-LM bias's are: adding each row
-// in double cost LayerNorm's backward 7% of its time held to AVX2 (four doubles a
-// vector, and a conversion of every product).
-
-class ParameterGradients {
- public:
-  ParameterGradients(int64_t H, int64_t rows)
-      : H_(H), blocks_((rows + kBlockRows - 1) / kBlockRows), partial_(2 * H * blocks_, 0.f) {}
-  int64_t blocks() const { return blocks_; }
-  float* dgamma(int64_t block) { return partial_.data() + 2 * H_ * block; }
-  float* dbeta(int64_t block) { return dgamma(block) + H_; }
-  void write(float* dgamma_out, float* dbeta_out) {
-    for (int64_t j = 0; j < H_; ++j) {
-      double dgamma_j = 0.0, dbeta_j = 0.0;
-      for (int64_t block = 0; block < blocks_; ++block) {
-        dgamma_j += dgamma(block)[j];
-        dbeta_j += dbeta(block)[j];
-      }
-      dgamma_out[j] = static_cast<float>(dgamma_j);
-      dbeta_out[j] = static_cast<float>(dbeta_j);
-    }
-  }
-
- private:
-  int64_t H_, blocks_;
-  std::vector<float> partial_;
-};
+// dgamma and dbeta of every row, in BlockSums (common.h) of width 2H: dgamma's H
+// numbers, then dbeta's
+void write_parameter_gradients(const BlockSums& sums, int64_t H, float* dgamma,
+                               float* dbeta) {
+  sums.write(0, H, dgamma);
+  sums.write(H, H, dbeta);
+}
 
 // ds for one row from dy, given the row's input s; adds to the dgamma/dbeta partial sums
 void normalize_row_backward(const float* dy, const float* s, float mean, float rstd,
@@ -133,7 +111,7 @@ template <typename T>
 void add_layer_norm_rows_backward(const Dropout& dropout, const float* dy, const float* x,
                                   const T* z, const float* gamma, const float* mean,
                                   const float* rstd, int64_t H, int64_t rows, float* dx,
-                                  T* dz, ParameterGradients* partial) {
+                                  T* dz, BlockSums* partial) {
 #pragma omp parallel
   {
     std::vector<float> mask(H), s(H), xhat(H), g(H);
@@ -143,8 +121,8 @@ void add_layer_norm_rows_backward(const Dropout& dropout, const float* dy, const
         add_dropped(dropout, r, x + r * H, z + r * H, H, mask.data(), s.data());
         float* dxr = dx + r * H;
         normalize_row_backward(dy + r * H, s.data(), mean[r], rstd[r], gamma, H,
-                               xhat.data(), g.data(), partial->dgamma(block),
-                               partial->dbeta(block), dxr);
+                               xhat.data(), g.data(), partial->of(block),
+                               partial->of(block) + H, dxr);
         T* dzr = dz + r * H;
         for (int64_t j = 0; j < H; ++j)
           dzr[j] = from_float<T>(dropout.active() ? dxr[j] * mask[j] : dxr[j]);
@@ -183,7 +161,7 @@ MXReturnValue layer_norm_backward(const Attributes& attrs, std::vector<MXTensor>
   const float* rstd = (*inputs)[8].data<float>();
   float* dx = (*outputs)[0].data<float>();
   const int64_t H = (*inputs)[3].shape.back(), rows = rows_of((*inputs)[3]);
-  ParameterGradients partial(H, rows);
+  BlockSums partial(2 * H, rows);
 #pragma omp parallel
   {
     std::vector<float> xhat(H), g(H);
@@ -191,11 +169,12 @@ MXReturnValue layer_norm_backward(const Attributes& attrs, std::vector<MXTensor>
     for (int64_t block = 0; block < partial.blocks(); ++block) {
       for (int64_t r = block * kBlockRows; r < std::min(rows, (block + 1) * kBlockRows); ++r)
         normalize_row_backward(dy + r * H, x + r * H, mean[r], rstd[r], gamma, H,
-                               xhat.data(), g.data(), partial.dgamma(block),
-                               partial.dbeta(block), dx + r * H);
+                               xhat.data(), g.data(), partial.of(block),
+                               partial.of(block) + H, dx + r * H);
     }
   }
-  partial.write((*outputs)[1].data<float>(), (*outputs)[2].data<float>());
+  write_parameter_gradients(partial, H, (*outputs)[1].data<float>(),
+                            (*outputs)[2].data<float>());
   return MX_SUCCESS;
 }
 
@@ -235,7 +214,7 @@ MXReturnValue add_layer_norm_backward(const Attributes& attrs, std::vector<MXTen
   float* dx = (*outputs)[0].data<float>();
   (*outputs)[4].data<float>()[0] = 0.f;
   const int64_t H = (*inputs)[4].shape.back(), rows = rows_of((*inputs)[4]);
-  ParameterGradients partial(H, rows);
+  BlockSums partial(2 * H, rows);
   const void* z = (*inputs)[5].data_ptr;
   void* dz = (*outputs)[1].data_ptr;
   if ((*inputs)[5].dtype == kBfloat16)
@@ -245,7 +224,8 @@ MXReturnValue add_layer_norm_backward(const Attributes& attrs, std::vector<MXTen
   else
     add_layer_norm_rows_backward(dropout, dy, x, static_cast<const float*>(z), gamma, mean,
                                  rstd, H, rows, dx, static_cast<float*>(dz), &partial);
-  partial.write((*outputs)[2].data<float>(), (*outputs)[3].data<float>());
+  write_parameter_gradients(partial, H, (*outputs)[2].data<float>(),
+                            (*outputs)[3].data<float>());
   return MX_SUCCESS;
 }
 

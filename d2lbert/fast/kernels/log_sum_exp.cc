@@ -50,11 +50,10 @@ void forward(const T* rows, const float* b, float* lse, int64_t N, int64_t C) {
 template <typename T>
 void backward(const float* dlse, const T* rows, const float* b, const float* lse, T* dz,
               float* db_out, int64_t N, int64_t C) {
-  const int64_t blocks = (N + kBlockRows - 1) / kBlockRows;
-  std::vector<float> block_sums(blocks * C, 0.f);  // db of each block of rows
+  BlockSums db(C, N);  // common.h
 #pragma omp parallel for schedule(static)
-  for (int64_t block = 0; block < blocks; ++block) {
-    float* sums = block_sums.data() + block * C;
+  for (int64_t block = 0; block < db.blocks(); ++block) {
+    float* sums = db.of(block);
     for (int64_t n = block * kBlockRows; n < std::min(N, (block + 1) * kBlockRows); ++n) {
       const float g = dlse[n], shift = lse[n];
       const T* row = rows + n * C;
@@ -67,10 +66,7 @@ void backward(const float* dlse, const T* rows, const float* b, const float* lse
       }
     }
   }
-  std::vector<double> db(C, 0.0);
-  for (int64_t block = 0; block < blocks; ++block)
-    for (int64_t c = 0; c < C; ++c) db[c] += block_sums[block * C + c];
-  std::copy(db.begin(), db.end(), db_out);
+  db.write(0, C, db_out);
 }
 
 }  // namespace
