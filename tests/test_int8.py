@@ -31,7 +31,7 @@ def all_int8(calibration):
     """A calibration with every product in int8 (their errors set to 0)."""
     from d2lbert.fast import Int8Calibration
     return Int8Calibration({name: 0.0 for name in calibration.errors},
-                           calibration.column_scales, calibration.weight_levels)
+                           calibration.column_scales, calibration.pairs_bounded)
 
 
 def test_int8_products_are_close_to_float32():
@@ -97,6 +97,22 @@ def test_the_calibration_is_kept_reused_and_another_models_ignored(tmp_path, mon
     assert len(calls) == 3
 
 
+def test_a_cpu_whose_int8_product_overflows_either_way_is_one_line_and_exit_2(
+        workdir, capsys, monkeypatch):
+    """Where no rounding of the weights sums exactly (`pairs_bounded` raises): one line
+    naming --precision int8, exit 2, no file."""
+    from d2lbert import fast
+
+    def overflowing():
+        raise RuntimeError("oneDNN's int8 product on this CPU overflows")
+    monkeypatch.setattr(fast, 'pairs_bounded', overflowing)
+    (workdir / 'sents.txt').write_text('a fine film\nan awful one\n')
+    code, _, err = run_main(['encode', '--model', minilm_folder(), '--data', 'sents.txt',
+                             '--out', 'e.npy', '--precision', 'int8'], capsys)
+    assert '--precision int8' in one_line_error(code, err) and 'overflows' in err
+    assert not (workdir / 'e.npy').exists()
+
+
 def test_auto_never_chooses_int8():
     import mxnet as mx
     from d2lbert.run.precision import inference_precision
@@ -128,16 +144,18 @@ def test_encode_int8_says_so_and_stays_near_fp32(workdir, capsys, monkeypatch):
     assert cosines.min() > 0.96 and cosines.mean() > 0.99  # calibrated on 10 texts only
 
 
-def numpy_int8_product(X, weight, bias, columns, levels):
+def numpy_int8_product(X, weight, bias, columns, pairs_bounded):
     """The module doc's int8 product in NumPy (float64): X (..., num_inputs) with its
     columns divided by `columns` (c), each row rounded within [0, 255] with a scale and
     zero point of its own (its values, 0 included, spanning them); the weight W c rounded
-    row by row within +-levels; the integer sums less the zero points' share, scaled
-    back, the bias added. Returns (the product, the rounded input q)."""
+    row by row within +-127, or with each row's largest sum of neighbours |w_2m| +
+    |w_2m+1| at 127 (pairs_bounded); the integer sums less the zero points' share,
+    scaled back, the bias added. Returns (the product, the rounded input q)."""
     W = weight.astype('float32') * columns
-    weight_scales = onp.abs(W).max(axis=1) / levels
+    largest = (abs(W[:, 0::2]) + abs(W[:, 1::2]) if pairs_bounded else abs(W)).max(axis=1)
+    weight_scales = largest / 127
     W_int8 = onp.round(W / weight_scales[:, None])
-    assert onp.abs(W_int8).max() == levels
+    assert abs(W_int8).max() == 127 or pairs_bounded
     X = X / columns
     lo = onp.minimum(X.min(axis=-1, keepdims=True), 0)
     hi = onp.maximum(X.max(axis=-1, keepdims=True), 0)
@@ -167,7 +185,8 @@ def initialized(int8_block):
     return int8_block
 
 
-def test_an_int8_layer_is_the_numpy_int8_product():
+@pytest.mark.parametrize('pairs_bounded', [False, True])
+def test_an_int8_layer_is_the_numpy_int8_product(pairs_bounded):
     """`Int8Dense` against the module doc's formula in NumPy (`numpy_int8_product`),
     on a row of positive values (its span widened to 0) and a row of zeros (scale 0:
     outputs the bias) among others (d2lbert's kernels `d2lbert_quantize`,
@@ -182,10 +201,10 @@ def test_an_int8_layer_is_the_numpy_int8_product():
     X[1, 2] = 0  # a row of zeros: scale 0, outputs the bias
     columns = int8.smoothing_scales(onp.abs(X).reshape(-1, 16).max(axis=0),
                                     weight.astype('float32'), 0.75)
-    levels = int8.weight_levels()
-    layer = initialized(int8.Int8Dense(dense_with(weight, bias), columns.tolist(), levels))
+    layer = initialized(int8.Int8Dense(dense_with(weight, bias), columns.tolist(),
+                                       pairs_bounded))
     got = layer(np.array(X, dtype='float32')).asnumpy()
-    expected, q = numpy_int8_product(X, weight, bias, columns, levels)
+    expected, q = numpy_int8_product(X, weight, bias, columns, pairs_bounded)
     assert q.min() == 0 and q.max() == 255
     assert got.shape == (2, 5, 24)
     onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
@@ -215,13 +234,13 @@ def test_an_int8_feed_forward_block_is_two_numpy_int8_products(hidden_act):
                 'relu': lambda h: onp.maximum(h, 0)}[hidden_act]
     columns1 = int8.smoothing_scales(onp.abs(X).reshape(-1, 16).max(axis=0),
                                      weights[0][0].astype('float32'), 0.75)
-    levels = int8.weight_levels()
-    H = activate(numpy_int8_product(X, *weights[0], columns1, levels)[0])
+    pairs = int8.pairs_bounded()
+    H = activate(numpy_int8_product(X, *weights[0], columns1, pairs)[0])
     columns2 = int8.smoothing_scales(onp.abs(H).reshape(-1, 40).max(axis=0),
                                      weights[1][0].astype('float32'), 0.5)
-    expected = numpy_int8_product(H, *weights[1], columns2, levels)[0]
+    expected = numpy_int8_product(H, *weights[1], columns2, pairs)[0]
     block = initialized(int8.Int8FeedForward(ffn, columns1.tolist(), columns2.tolist(),
-                                             levels))
+                                             pairs))
     got = block(np.array(X, dtype='float32')).asnumpy()
     assert got.shape == (3, 7, 16)
     onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
@@ -273,40 +292,62 @@ def test_the_handover_refuses_an_activation_it_does_not_compute():
         mx.nd.d2lbert_requantize(*inputs, act='tanh', levels=255)[0].wait_to_read()
 
 
-def test_weight_levels_are_those_the_cpus_int8_product_sums_exactly():
-    """oneDNN's product of 8-bit matrices, on random operands (the inputs within [0,
-    255], the weights within +-weight_levels()), equals NumPy's integer product; with
-    +-127 where the probe chose 63 (an AVX2 CPU, or DNNL_MAX_CPU_ISA=AVX2), it does not."""
-    import mxnet as mx
+def test_weights_bounded_in_pairs_keep_each_pair_within_128():
+    """`int8_weight` with pairs_bounded: every weight within +-127, each row's pairs of
+    neighbours (columns 2m, 2m + 1; an odd last column alone) within 128 in magnitude
+    and its largest pair at 127 or 128 (no level wasted); the rounding of the row
+    scaled back is within half a level of the weight. Without: the largest at 127."""
     from d2lbert.fast import int8
     rng = onp.random.default_rng(0)
-    X = rng.integers(0, 256, size=(64, 256))
-    one = mx.nd.ones((1,))
-
-    def product(W):
-        return mx.nd.contrib.quantized_fully_connected(
-            data=mx.nd.array(X, dtype='uint8'), weight=mx.nd.array(W, dtype='int8'),
-            min_data=-one, max_data=one, min_weight=-one, max_weight=one, no_bias=True,
-            num_hidden=len(W))[0].asnumpy()
-    levels = int8.weight_levels()
-    W = rng.integers(-levels, levels + 1, size=(32, 256))
-    assert (product(W) == X @ W.T).all()
-    if levels == 63:
-        W = rng.integers(-127, 128, size=(32, 256))
-        assert not (product(W) == X @ W.T).all()
+    for width in (384, 37):
+        weight = rng.standard_t(2, size=(64, width)).astype('float32')
+        rounded, scales = int8.int8_weight(weight, pairs_bounded=True)
+        magnitudes = onp.abs(rounded.astype(int))
+        pairs = onp.pad(magnitudes, ((0, 0), (0, width % 2))).reshape(64, -1, 2).sum(-1)
+        assert magnitudes.max() <= 127 and pairs.max() <= 128
+        assert set(pairs.max(axis=1)) <= {127, 128}
+        assert (abs(rounded * scales[:, None] - weight) <= scales[:, None] / 2 + 1e-6).all()
+        rounded, _ = int8.int8_weight(weight)
+        assert (abs(rounded.astype(int)).max(axis=1) == 127).all()
 
 
-def test_weight_levels_are_63_under_avx2():
-    """Held to AVX2 (no VNNI), oneDNN's int8 product overflows with weights within +-127:
-    the probe finds it, in a process of its own."""
+def int8_product_script(pairs_bounded):
+    """A Python script printing whether oneDNN's int8 product of inputs near 255 and
+    weights rounded by `int8_weight(..., pairs_bounded)` is NumPy's exact product."""
+    return f"""
+import mxnet as mx, numpy as onp
+from d2lbert.fast import int8
+rng = onp.random.default_rng(0)
+X = rng.integers(200, 256, size=(64, 256))
+W, _ = int8.int8_weight(rng.standard_t(2, size=(32, 256)), {pairs_bounded})
+one = mx.nd.ones((1,))
+sums = mx.nd.contrib.quantized_fully_connected(
+    data=mx.nd.array(X, dtype='uint8'), weight=mx.nd.array(W, dtype='int8'),
+    min_data=-one, max_data=one, min_weight=-one, max_weight=one, no_bias=True,
+    num_hidden=32)[0].asnumpy()
+print(int8.pairs_bounded(), bool((sums == X @ W.T.astype(int)).all()))
+"""
+
+
+@pytest.mark.parametrize('isa', [None, 'AVX2'])
+def test_the_rounded_weights_are_those_the_cpus_int8_product_sums_exactly(isa):
+    """oneDNN's int8 product of inputs near 255 and weights rounded for this CPU
+    (`pairs_bounded`) equals NumPy's integer product, here and held to AVX2 (no VNNI,
+    where the probe bounds the pairs), in processes of their own; held to AVX2, the
+    same weights rounded within +-127 one by one overflow."""
     import os
     import subprocess
     import sys
-    env = dict(os.environ, DNNL_MAX_CPU_ISA='AVX2')
-    done = subprocess.run([sys.executable, '-c', 'from d2lbert.fast import int8; '
-                           'print(int8.weight_levels())'], env=env, capture_output=True,
-                          text=True, check=True)
-    assert done.stdout.split() == ['63']
+    env = dict(os.environ, **({'DNNL_MAX_CPU_ISA': isa} if isa else {}))
+
+    def run(script):
+        return subprocess.run([sys.executable, '-c', script], env=env, capture_output=True,
+                              text=True, check=True).stdout.split()
+    probe = run('from d2lbert.fast import int8; print(int8.pairs_bounded())')
+    assert run(int8_product_script(probe == ['True'])) == [probe[0], 'True']
+    if isa == 'AVX2':
+        assert probe == ['True']
+        assert run(int8_product_script(False)) == ['True', 'False']
 
 
 POSITIVE = {0, 2, 3, 5, 6, 8}  # the indices of SENTENCES that praise

@@ -40,13 +40,13 @@ def d2lbert(args, threads, home):
 
 
 def calibration_made(scratch, before):
-    """{'weight_levels', 'layer_errors'} of the calibration a run kept in the scratch
+    """{'pairs_bounded', 'layer_errors'} of the calibration a run kept in the scratch
     D2LBERT_HOME, the one file there not in `before` (a set of names)."""
     folder = os.path.join(scratch, 'int8')
     (name,) = set(os.listdir(folder)) - before
     with open(os.path.join(folder, name), encoding='utf-8') as f:
         kept = json.load(f)
-    return {'weight_levels': kept['weight_levels'],
+    return {'pairs_bounded': kept['pairs_bounded'],
             'layer_errors': {layer: round(error, 4) for layer, error in kept['errors'].items()}}
 
 

@@ -28,10 +28,11 @@ RESULTS = os.path.join(REPO, 'chapter_bert', 'results', 'int8-handover.json')
 HIDDEN, FFN_HIDDEN = 384, 1536  # MiniLM's
 
 
-def feed_forward_blocks(levels):
+def feed_forward_blocks(pairs_bounded):
     """{name: a function of the input} of one feed-forward block with random weights:
     'handover' (`Int8FeedForward`) and 'three operators' (`Int8Dense`, GELU,
-    `Int8Dense`), hybridized."""
+    `Int8Dense`), hybridized; the weights rounded with their pairs bounded or not
+    (`d2lbert.fast.int8.int8_weight`)."""
     import mxnet as mx
     from mxnet import np
     from d2lbert.fast import Int8Dense, Int8FeedForward
@@ -44,9 +45,9 @@ def feed_forward_blocks(levels):
         dense.weight.set_data(np.array(rng.normal(size=dense.weight.shape) * 0.05,
                                        dtype='float32'))
     ones = [1.0] * HIDDEN, [1.0] * FFN_HIDDEN  # column scales c: no smoothing
-    handover = Int8FeedForward(ffn, *ones, levels)
-    dense1, dense2 = Int8Dense(ffn.dense1, ones[0], levels), Int8Dense(ffn.dense2, ones[1],
-                                                                         levels)
+    handover = Int8FeedForward(ffn, *ones, pairs_bounded)
+    dense1 = Int8Dense(ffn.dense1, ones[0], pairs_bounded)
+    dense2 = Int8Dense(ffn.dense2, ones[1], pairs_bounded)
     for block in (handover, dense1, dense2):
         initialize_constants(block, mx.cpu())
     for block in (handover, dense1, dense2, ffn.activation):
@@ -64,11 +65,11 @@ def main(argv=None):
     check_results_file('int8_handover', args.out, {})
     from mxnet import np, npx
     from d2lbert.bench.timing import interleaved_best_times
-    from d2lbert.fast import kernels, weight_levels
+    from d2lbert.fast import kernels, pairs_bounded
     npx.set_np()
     if not kernels.available():
         fail('int8_handover', "d2lbert's kernels could not be built")
-    blocks = feed_forward_blocks(weight_levels())
+    blocks = feed_forward_blocks(pairs_bounded())
     X = np.array(onp.random.default_rng(1).normal(size=(args.rows, HIDDEN)), dtype='float32')
     outputs = {name: block(X).asnumpy() for name, block in blocks.items()}
     seconds = interleaved_best_times({name: (lambda block=block: block(X))
@@ -83,7 +84,7 @@ def main(argv=None):
         **{name: os.environ.get(name) for name in ('DNNL_MAX_CPU_ISA',
                                                   'D2LBERT_KERNEL_MARCH',
                                                   'OMP_NUM_THREADS')},
-        'rows': args.rows, 'rounds': args.rounds, 'weight_levels': weight_levels(),
+        'rows': args.rows, 'rounds': args.rounds, 'pairs_bounded': pairs_bounded(),
         'milliseconds': {name: 1e3 * time for name, time in seconds.items()},
         'speedup': seconds['three operators'] / seconds['handover'],
         'largest_difference_over_largest_output': float(

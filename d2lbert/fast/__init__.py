@@ -45,7 +45,7 @@ from .encoder import FusedBERTEncoder
 from .first_token import FirstTokenEncoderBlock, first_token_only
 from .int8 import (Int8Attention, Int8Dense, Int8FeedForward,
                    Int8Calibration, calibrate, int8_model, quantizable_layers,
-                   weight_levels)
+                   pairs_bounded)
 from .layer_norm import FusedAddNorm, FusedLayerNorm, LinkedEncoderBlock
 from .model import FastBERTModel
 from .optimizer import FusedAdam, FusedAdamW, FusedBERTAdam, FusedUpdate, fused_optimizer

@@ -12,8 +12,8 @@ Xiao et al. 2023): the large columns shrink in the input and grow in the weight,
 each row has its own scale. `calibrate` measures max|x_k| on some texts and picks each
 layer's a among SMOOTHINGS (0: no smoothing), the one whose int8 product is nearest the
 float32 one. The weight W c is rounded once, row by row: row j (output j) as
-`w_j = round(W_j c / s_j)`, s_j = max|W_j c| / L, integers within +-L, L = 127 or 63
-(below). The input x / c is rounded row by row too, each row (token) r with a scale t_r
+`w_j = round(W_j c / s_j)`, s_j = max|W_j c| / 127, integers within +-127 (or with
+neighbouring weights bounded in pairs, below). The input x / c is rounded row by row too, each row (token) r with a scale t_r
 and a zero point z_r of its own, measured as it is read ("dynamic", per token, as in Yao
 et al. 2022's ZeroQuant): its values span [lo_r, hi_r] (0 included), t_r = (hi_r - lo_r)
 / 255, z_r = round(-lo_r / t_r), and `q_r = round(x_r / (c t_r)) + z_r`, integers within
@@ -23,10 +23,15 @@ sum_k w_jk)` plus the bias, in float32.
 
 oneDNN multiplies 8-bit matrices on AVX2's and AVX-512's integer dot products, an
 unsigned input times a signed weight. Without VNNI (AVX2 CPUs: AMD Zen 1-3, Intel before
-Ice Lake), they add pairs of products in 16-bit integers, which overflow when both are
-large: 255 x 127 x 2 > 2^15 (oneDNN's "nuances of int8 computations"); with weights
-within +-63 they cannot. So the weights get L = 63 where a probe of the product
-overflows (`weight_levels`), L = 127 elsewhere. MXNet 1.9 calls oneDNN's product
+Ice Lake), they add each pair of neighbouring products (columns 2m and 2m + 1) in 16-bit
+integers, which overflow when both are large: 255 x 127 x 2 > 2^15 (oneDNN's "nuances
+of int8 computations"). Where a probe of the product overflows (`pairs_bounded`), each
+row of weights is rounded with its pairs bounded instead: s_j = max_m (|V_j,2m| +
+|V_j,2m+1|) / 127 for V = W c, so that |w_j,2m| + |w_j,2m+1| <= 128 and a pair's sum
+stays within 255 x 128 < 2^15. A row's largest weight gets 64 to 127 levels (the more,
+the smaller its neighbour), where bounding every weight within +-63 would give it 63: on
+MiniLM held to AVX2, the products' mean error fell from 1.6% to 1.2%
+(docs/performance.md). MXNet 1.9 calls oneDNN's product
 (`quantized_fully_connected`) between d2lbert's kernels `d2lbert_quantize` and
 `d2lbert_dequantize`, one pass over the input and one over the output. Between a
 feed-forward block's two products one pass does both, with GELU between them
@@ -66,6 +71,7 @@ SMOOTHINGS = (0.0, 0.5, 0.75)
 # in int8 moved its vectors' mean cosine to float32's by less than 0.0001 (docs/performance.md)
 MAX_ERROR = 0.035
 INPUT_LEVELS = 255  # the inputs rounded to integers within [0, INPUT_LEVELS]
+WEIGHT_LEVELS = 127  # the weights within +-WEIGHT_LEVELS (a row's largest pair within 128)
 ERROR_ROWS = 512  # the most input rows of a layer its error is measured on
 
 
@@ -76,11 +82,12 @@ class Int8Calibration:
     errors: {layer name (`quantizable_layers`): relative error of its int8 output over
       the calibration texts}
     column_scales: {layer name: c, a list of num_inputs numbers}
-    weight_levels: L, the weights rounded to integers within +-L (`weight_levels`)
+    pairs_bounded: whether the weights are rounded with their neighbours bounded in
+      pairs (`pairs_bounded`, `int8_weight`)
     """
     errors: Dict[str, float]
     column_scales: Dict[str, List[float]]
-    weight_levels: int
+    pairs_bounded: bool
 
     def int8_layers(self) -> List[str]:
         """The layers whose error is at most MAX_ERROR."""
@@ -88,16 +95,28 @@ class Int8Calibration:
 
 
 @functools.lru_cache(maxsize=None)
-def weight_levels():
-    """127, or 63 where oneDNN's int8 product on this CPU overflows with weights within
-    +-127 (the module doc): a probe, 255 x 127 summed over 64 products."""
+def pairs_bounded():
+    """Whether oneDNN's int8 product on this CPU adds neighbouring products in 16 bits
+    (the module doc): then 64 products of 255 x 127 overflow, and weights bounded in
+    pairs (|w_2m| + |w_2m+1| = 128, `int8_weight`) must sum exactly instead."""
+    full_levels = onp.full(64, WEIGHT_LEVELS)
+    if integer_product_is_exact(full_levels):
+        return False
+    if not integer_product_is_exact(onp.tile([1, 127, 127, 1], 16)):
+        raise RuntimeError("oneDNN's int8 product on this CPU overflows even with weights "
+                           'bounded in pairs: use float32')
+    return True
+
+
+def integer_product_is_exact(weights):
+    """Whether oneDNN's int8 product of 255s (1, n) and `weights` (n,) within +-127 is
+    their exact sum."""
     one = mx.nd.ones((1,))
     sums = mx.nd.contrib.quantized_fully_connected(
-        data=mx.nd.full((1, 64), 255, dtype='uint8'), weight=mx.nd.full((1, 64), 127,
-                                                                        dtype='int8'),
-        min_data=-one, max_data=one, min_weight=-one, max_weight=one, no_bias=True,
-        num_hidden=1)[0]
-    return 127 if int(sums.asnumpy()[0, 0]) == 64 * 255 * 127 else 63
+        data=mx.nd.full((1, len(weights)), 255, dtype='uint8'),
+        weight=mx.nd.array(weights[None], dtype='int8'), min_data=-one, max_data=one,
+        min_weight=-one, max_weight=one, no_bias=True, num_hidden=1)[0]
+    return int(sums.asnumpy()[0, 0]) == 255 * int(onp.sum(weights))
 
 
 def quantizable_layers(net):
@@ -155,7 +174,7 @@ def calibrate(net, batches, max_rows=ERROR_ROWS):
         probe(*batch)
     for hook in hooks:
         hook.detach()
-    errors, column_scales, levels = {}, {}, weight_levels()
+    errors, column_scales, pairs = {}, {}, pairs_bounded()
     rng = onp.random.RandomState(0)
     for name, layer in quantizable_layers(net).items():
         X = onp.concatenate(inputs.pop(name))
@@ -163,20 +182,22 @@ def calibrate(net, batches, max_rows=ERROR_ROWS):
         largest_inputs = onp.abs(X).max(axis=0)
         if len(X) > max_rows:
             X = X[rng.choice(len(X), max_rows, replace=False)]
-        errors[name], scales = best_smoothing(X, largest_inputs, weight, levels)
+        errors[name], scales = best_smoothing(X, largest_inputs, weight, pairs)
         column_scales[name] = scales.tolist()
-    return Int8Calibration(errors, column_scales, levels)
+    return Int8Calibration(errors, column_scales, pairs)
 
 
-def best_smoothing(X, largest_inputs, weight, levels):
+def best_smoothing(X, largest_inputs, weight, pairs_bounded=False):
     """(the least relative error, the column scales c giving it) of the int8 product of
-    a layer's inputs X (rows, num_inputs) and weight (num_outputs, num_inputs), over the
-    smoothings SMOOTHINGS (`smoothing_scales` of the inputs' largest_inputs)."""
+    a layer's inputs X (rows, num_inputs) and weight (num_outputs, num_inputs) (rounded
+    with its pairs bounded or not, `int8_weight`), over the smoothings SMOOTHINGS
+    (`smoothing_scales` of the inputs' largest_inputs)."""
     exact = X @ weight.T  # float32: its rounding is far below int8's
     tried = []
     for smoothing in SMOOTHINGS:
         scales = smoothing_scales(largest_inputs, weight, smoothing)
-        tried.append((relative_error(X / scales, weight * scales, levels, exact), scales))
+        tried.append((relative_error(X / scales, weight * scales, pairs_bounded, exact),
+                      scales))
     return min(tried, key=lambda error_and_scales: error_and_scales[0])
 
 
@@ -189,12 +210,12 @@ def smoothing_scales(largest_inputs, weight, smoothing):
     return (largest_inputs ** smoothing / largest_weight ** (1 - smoothing)).astype('float32')
 
 
-def relative_error(X, weight, levels=127, exact=None):
+def relative_error(X, weight, pairs_bounded=False, exact=None):
     """|int8 product - float32 product| / |float32 product| (Frobenius norms) of X
     (rows, num_inputs) times weight (num_outputs, num_inputs).T, X rounded row by row
-    (`quantized_rows`) and the weight within +-levels (`int8_weight`), in NumPy; exact:
-    the float32 product, if computed already."""
-    weight_int8, weight_scales = int8_weight(weight, levels)
+    (`quantized_rows`) and the weight by `int8_weight`, in NumPy; exact: the float32
+    product, if computed already."""
+    weight_int8, weight_scales = int8_weight(weight, pairs_bounded)
     q, row_scales, zero_points = quantized_rows(X)
     sums = q @ weight_int8.T.astype('float32') - zero_points[:, None] * weight_int8.sum(axis=1)
     product = sums * row_scales[:, None] * weight_scales
@@ -214,11 +235,23 @@ def quantized_rows(X, levels=INPUT_LEVELS):
     return q, row_scales, zero_points
 
 
-def int8_weight(weight, levels=127):
-    """(weight rounded to integers within +-levels row by row, as int8, the rows' scales
-    (num_outputs,) float64)."""
-    scales = onp.maximum(onp.abs(weight).max(axis=1), 1e-30).astype('float64') / levels
+def int8_weight(weight, pairs_bounded=False):
+    """(weight (num_outputs, num_inputs) rounded row by row to int8, the rows' scales
+    (num_outputs,) float64): a row's scale is its largest |weight| / WEIGHT_LEVELS, or
+    with pairs_bounded its largest sum of a pair of neighbours, |w_2m| + |w_2m+1|, over
+    WEIGHT_LEVELS, so that each pair is within 128 once rounded (the module doc)."""
+    magnitudes = onp.abs(weight).astype('float64')
+    if pairs_bounded:
+        magnitudes = neighbour_sums(magnitudes)
+    scales = onp.maximum(magnitudes.max(axis=1), 1e-30) / WEIGHT_LEVELS
     return onp.round(weight / scales[:, None]).astype('int8'), scales
+
+
+def neighbour_sums(magnitudes):
+    """(rows, ceil(n / 2)): magnitudes (rows, n) summed in pairs of columns 2m and
+    2m + 1 (an odd last column alone)."""
+    padded = onp.pad(magnitudes, ((0, 0), (0, magnitudes.shape[1] % 2)))
+    return padded[:, 0::2] + padded[:, 1::2]
 
 
 def int8_product(F, X, weight_int8, input_scales, weight_scales, weight_sums, bias,
@@ -264,13 +297,13 @@ def shaped_like_input(module, Y, X):
                                rhs_end=-1).as_np_ndarray()
 
 
-def int8_constants(block, weight, column_scales, levels, prefix=''):
+def int8_constants(block, weight, column_scales, pairs_bounded, prefix=''):
     """Give `block` (in its name scope) the constants of an int8 product with the float32
-    `weight` (num_outputs, num_inputs), rounded within +-levels, and its input's
+    `weight` (num_outputs, num_inputs), rounded by `int8_weight`, and its input's
     column_scales (c, num_inputs): weight_int8, input_scales, weight_scales, weight_sums
     (see `int8_product`), each named prefix + its name."""
     column_scales = onp.asarray(column_scales, dtype='float64')
-    weight_int8, weight_scales = int8_weight(weight * column_scales, levels)
+    weight_int8, weight_scales = int8_weight(weight * column_scales, pairs_bounded)
     values = {'weight_int8': weight_int8,
               'input_scales': (1 / column_scales).astype('float32'),
               'weight_scales': weight_scales.astype('float32'),
@@ -283,16 +316,16 @@ def int8_constants(block, weight, column_scales, levels, prefix=''):
 @numpy_mode_block
 class Int8Dense(nn.HybridBlock):
     """A `nn.Dense` (flatten=False) whose product is int8 (`int8_product`): its weight
-    times column_scales rounded once within +-levels, its input's columns divided by
+    times column_scales rounded once (`int8_weight`), its input's columns divided by
     column_scales; shares the Dense's bias.
 
     forward(X): X (..., in_units) float32; returns (..., units) float32"""
-    def __init__(self, dense, column_scales, levels=127):
+    def __init__(self, dense, column_scales, pairs_bounded=False):
         super().__init__(prefix=dense.prefix, params=dense.params)  # names as the Dense's
         self.units, self.act = dense._units, dense.act
         with self.name_scope():
             self.bias = self.params.get('bias')  # the Dense's
-        int8_constants(self, dense.weight.data().asnumpy(), column_scales, levels)
+        int8_constants(self, dense.weight.data().asnumpy(), column_scales, pairs_bounded)
 
     def hybrid_forward(self, F, X, bias, weight_int8, input_scales, weight_scales,
                        weight_sums):
@@ -311,13 +344,13 @@ class Int8Attention(nn.HybridBlock):
     kernel's working memory, as `d2lbert_dequantize` would write them).
 
     forward(X, valid_lens): as `FusedMultiHeadAttention`'s"""
-    def __init__(self, attention, column_scales, levels=127):
+    def __init__(self, attention, column_scales, pairs_bounded=False):
         super().__init__(prefix=attention.prefix, params=attention.params)
         self.num_heads, self.num_hiddens = attention.num_heads, attention.num_hiddens
         self.dropout_rate, self.output = attention.dropout_rate, attention.output
         self.first_query_only = attention.first_query_only
         weight, bias = layer_weight(attention)
-        int8_constants(self, weight, column_scales, levels, 'qkv_')
+        int8_constants(self, weight, column_scales, pairs_bounded, 'qkv_')
         with self.name_scope():
             self.qkv_bias = self.params.get_constant('qkv_bias', bias)
 
@@ -357,14 +390,14 @@ class Int8FeedForward(nn.HybridBlock):
     `handover_activation(ffn)`.
 
     forward(X): X (..., num_hiddens) float32; returns (..., num_hiddens) float32"""
-    def __init__(self, ffn, column_scales1, column_scales2, levels=127):
+    def __init__(self, ffn, column_scales1, column_scales2, pairs_bounded=False):
         super().__init__(prefix=ffn.prefix, params=ffn.params)
         self.act = handover_activation(ffn)
         self.num_outputs = {'dense1_': ffn.dense1._units, 'dense2_': ffn.dense2._units}
         for prefix, dense, column_scales in (('dense1_', ffn.dense1, column_scales1),
                                              ('dense2_', ffn.dense2, column_scales2)):
             weight, bias = layer_weight(dense)
-            int8_constants(self, weight, column_scales, levels, prefix)
+            int8_constants(self, weight, column_scales, pairs_bounded, prefix)
             with self.name_scope():
                 setattr(self, prefix + 'bias', self.params.get_constant(prefix + 'bias', bias))
 
@@ -392,17 +425,17 @@ def int8_model(net, calibration, ctx=None):
     shared. Hybridize it before use."""
     copied = copy_of_model(net)
     ctx = ctx or net.collect_params().list_ctx()[0]
-    levels, scales = calibration.weight_levels, calibration.column_scales
+    pairs, scales = calibration.pairs_bounded, calibration.column_scales
     layers, remaining = quantizable_layers(copied), calibration.int8_layers()
     for i, block in enumerate(copied.encoder.blocks):
         pair = [f'{i}.dense1', f'{i}.dense2']
         if set(pair) <= set(remaining) and handover_activation(block.ffn):
-            int8_ffn = Int8FeedForward(block.ffn, scales[pair[0]], scales[pair[1]], levels)
+            int8_ffn = Int8FeedForward(block.ffn, scales[pair[0]], scales[pair[1]], pairs)
             put_in_place(copied, block.ffn, int8_ffn, ctx)
             remaining = [name for name in remaining if name not in pair]
     for name in remaining:
         int8_class = Int8Attention if name.endswith('.qkv') else Int8Dense
-        put_in_place(copied, layers[name], int8_class(layers[name], scales[name], levels),
+        put_in_place(copied, layers[name], int8_class(layers[name], scales[name], pairs),
                      ctx)
     return copied
 

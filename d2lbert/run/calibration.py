@@ -9,7 +9,7 @@ of a run's data (or of --calibration FILE), and kept as a JSON file in the folde
 `calibration_folder()` (``$D2LBERT_HOME/int8``, the user's cache), named by the model's
 checksum (of its encoder's parameters) and where the texts came from: a later run of the
 same model finds it and calibrates no more. A file that names another model's checksum,
-or other layers, or other weight levels (`d2lbert.fast.int8.weight_levels`: measured on
+or other layers, or other weight rounding (`d2lbert.fast.int8.pairs_bounded`: measured on
 another CPU), or was measured on fewer texts (a run on fewer than CALIBRATION_TEXTS
 texts calibrates each time), is ignored and replaced. It is written whole or not at all.
 """
@@ -23,7 +23,7 @@ from .errors import RunError
 from .files import write_file_atomically
 
 CALIBRATION_TEXTS = 128  # texts measured: MiniLM's vectors were as close to fp32 as with 256
-FORMAT = 5  # the file's format; a file of another is measured again
+FORMAT = 6  # the file's format; a file of another is measured again
 
 
 def calibration_folder():
@@ -61,7 +61,7 @@ def load_calibration(path, checksum, fast_path):
                 or kept['texts'] < CALIBRATION_TEXTS):
             return None
         return fast_path.Int8Calibration(kept['errors'], kept['column_scales'],
-                                         kept['weight_levels'])
+                                         kept['pairs_bounded'])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -70,7 +70,7 @@ def save_calibration(path, checksum, calibration, texts):
     """Keep `calibration` (an `Int8Calibration`) for the model `checksum`, measured on
     `texts` texts, in `path`, whole or not at all."""
     record = {'format': FORMAT, 'model_sha1': checksum, 'texts': texts,
-              'weight_levels': calibration.weight_levels, 'errors': calibration.errors,
+              'pairs_bounded': calibration.pairs_bounded, 'errors': calibration.errors,
               'column_scales': calibration.column_scales}
     write_file_atomically('calibration', path, lambda f: json.dump(record, f, indent=1))
 
@@ -83,12 +83,16 @@ def int8_inference(net, batches, fast_path, source='data'):
     if not fast_path.kernels.available():
         raise RunError("--precision int8 needs d2lbert's CPU kernels, which could not be "
                        'built here (see the warning above); use --precision fp32')
+    try:
+        pairs_bounded = fast_path.pairs_bounded()
+    except RuntimeError as error:  # no rounding of the weights sums exactly here
+        raise RunError(f'--precision int8: {error}') from None
     checksum = model_checksum(net)
     path = calibration_path(checksum, source)
     calibration = load_calibration(path, checksum, fast_path)
     if (calibration is not None
             and set(calibration.errors) == set(fast_path.quantizable_layers(net))
-            and calibration.weight_levels == fast_path.weight_levels()):
+            and calibration.pairs_bounded == pairs_bounded):
         how = f'calibration kept in {path}'
     else:
         batches = list(batches())
