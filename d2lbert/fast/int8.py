@@ -13,13 +13,14 @@ each row has its own scale. `calibrate` measures max|x_k| on some texts and pick
 layer's a among SMOOTHINGS (0: no smoothing), the one whose int8 product is nearest the
 float32 one. The weight W c is rounded once, row by row: row j (output j) as
 `w_j = round(W_j c / s_j)`, s_j = max|W_j c| / 127, integers within +-127 (or with
-neighbouring weights bounded in pairs, below). The input x / c is rounded row by row too, each row (token) r with a scale t_r
-and a zero point z_r of its own, measured as it is read ("dynamic", per token, as in Yao
-et al. 2022's ZeroQuant): its values span [lo_r, hi_r] (0 included), t_r = (hi_r - lo_r)
-/ 255, z_r = round(-lo_r / t_r), and `q_r = round(x_r / (c t_r)) + z_r`, integers within
-[0, 255] (unsigned: a row of mostly positive values, such as GELU's outputs, gets its
-levels where its values are). Output j of row r is then `t_r s_j (sum_k q_rk w_jk - z_r
-sum_k w_jk)` plus the bias, in float32.
+neighbouring weights bounded in pairs, below). The input x / c is rounded row by row
+too, each row (token) r with a scale t_r and a zero point z_r of its own, measured as
+it is read ("dynamic", per token, as in Yao et al. 2022's ZeroQuant): its values span
+[lo_r, hi_r] (0 included), t_r = (hi_r - lo_r) / 255, z_r = round(-lo_r / t_r), and
+`q_r = round(x_r / (c t_r)) + z_r`, integers within [0, 255] (unsigned: a row of mostly
+positive values, such as GELU's outputs, gets its levels where its values are). Output
+j of row r is then `t_r s_j (sum_k q_rk w_jk - z_r sum_k w_jk)` plus the bias, in
+float32.
 
 oneDNN multiplies 8-bit matrices on AVX2's and AVX-512's integer dot products, an
 unsigned input times a signed weight. Without VNNI (AVX2 CPUs: AMD Zen 1-3, Intel before
@@ -67,8 +68,9 @@ from . import kernels
 # MiniLM, 0.75 suits most layers and 0 some feed-forward second layers (docs/performance.md)
 SMOOTHINGS = (0.0, 0.5, 0.75)
 # a layer whose int8 output's relative error (`relative_error`) exceeds this stays float32:
-# MiniLM's layers err at most 2.6% under AVX2 (a feed-forward second layer); one at 3.0%
-# in int8 moved its vectors' mean cosine to float32's by less than 0.0001 (docs/performance.md)
+# MiniLM's layers err at most 1.9% held to AVX2 (2.6% with every weight within +-63); one at
+# 3.0% in int8 moved its vectors' mean cosine to float32's by less than 0.0001
+# (docs/performance.md)
 MAX_ERROR = 0.035
 INPUT_LEVELS = 255  # the inputs rounded to integers within [0, INPUT_LEVELS]
 WEIGHT_LEVELS = 127  # the weights within +-WEIGHT_LEVELS (a row's largest pair within 128)
