@@ -211,6 +211,23 @@ def test_an_int8_layer_is_the_numpy_int8_product(pairs_bounded):
     assert (got[1, 2] == bias.astype('float32')).all()
 
 
+@pytest.mark.parametrize('pairs_bounded', [False, True])
+def test_the_calibrations_error_is_that_of_the_numpy_int8_product(pairs_bounded):
+    """`relative_error` (float32, the calibration's measure) against the module doc's
+    product in float64 (`numpy_int8_product`, no smoothing): |int8 - exact| / |exact|."""
+    from d2lbert.fast import int8
+    rng = onp.random.default_rng(2)
+    X = (rng.normal(size=(300, 384)) * onp.where(onp.arange(384) == 7, 30.0, 1.0))
+    weight = rng.normal(size=(1536, 384)) * 0.05
+    expected_product, _ = numpy_int8_product(X, weight, onp.zeros(1536), onp.ones(384),
+                                             pairs_bounded)
+    exact = X @ weight.astype('float32').T
+    expected = onp.linalg.norm(expected_product - exact) / onp.linalg.norm(exact)
+    got = int8.relative_error(X.astype('float32'), weight.astype('float32'), pairs_bounded)
+    assert 0.005 < got < 0.05
+    onp.testing.assert_allclose(got, expected, rtol=1e-4)
+
+
 @pytest.mark.parametrize('hidden_act', ['gelu', 'relu'])
 def test_an_int8_feed_forward_block_is_two_numpy_int8_products(hidden_act):
     """`Int8FeedForward` (its two products handing over in 8 bits through

@@ -219,10 +219,12 @@ def relative_error(X, weight, pairs_bounded=False, exact=None):
     product, if computed already."""
     weight_int8, weight_scales = int8_weight(weight, pairs_bounded)
     q, row_scales, zero_points = quantized_rows(X)
-    sums = q @ weight_int8.T.astype('float32') - zero_points[:, None] * weight_int8.sum(axis=1)
-    product = sums * row_scales[:, None] * weight_scales
     exact = X @ weight.T if exact is None else exact
-    return float(onp.linalg.norm(product - exact) / max(onp.linalg.norm(exact), 1e-30))
+    product = (q - zero_points[:, None]) @ weight_int8.T.astype('float32')  # the sums,
+    product *= row_scales[:, None]  # scaled back in place, in float32
+    product *= weight_scales.astype('float32')
+    product -= exact
+    return float(onp.linalg.norm(product) / max(onp.linalg.norm(exact), 1e-30))
 
 
 def quantized_rows(X, levels=INPUT_LEVELS):
