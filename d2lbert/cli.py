@@ -485,8 +485,12 @@ def console():
     then an exit that runs the exit handlers (a run's lock and leftovers, logging's,
     MXNet's, which waits for its engine) and skips the interpreter's teardown of the
     modules and MXNet's engine, which took 0.3 to 0.4 s of every command's process
-    (docs/performance.md). Every output is written and closed before."""
+    (docs/performance.md). Every output is written and closed before. Not in a worker
+    of a ps-lite job: there the teardown of its kvstore tells the servers to stop."""
     exit_code = main()
+    from .pretraining.distributed import JOINED_WORKERS
+    if JOINED_WORKERS:
+        sys.exit(exit_code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -219,3 +219,25 @@ def test_the_program_exits_with_the_commands_code_after_its_exit_handlers(tmp_pa
         'd2lbert predict: error: --model no-such-folder is not a folder']
     assert done.stdout == 'printed by an exit handler\n'
     assert mark.read_text() == 'ran'
+
+
+@pytest.mark.parametrize('joined', [False, True])
+def test_a_ps_lite_worker_exits_through_the_interpreters_teardown(tmp_path, joined):
+    """The teardown `cli.console` skips (the interpreter's, which waits for the threads
+    still running) still runs in a worker that joined a ps-lite job (`JOINED_WORKERS`),
+    where the kvstore's teardown tells the servers to stop; the exit code is the
+    command's."""
+    mark = tmp_path / 'teardown.txt'
+    script = ('import sys, threading, time\n'
+              'from d2lbert.cli import console\n'
+              'from d2lbert.pretraining import distributed\n'
+              f'if {joined}: distributed.JOINED_WORKERS.append("a worker")\n'
+              f'def late(): time.sleep(2); open({str(mark)!r}, "w").write("waited for")\n'
+              'threading.Thread(target=late).start()\n'
+              "sys.argv = ['d2lbert', 'predict', '--model', 'no-such-folder', '--data', 'x',"
+              " '--out', 'y.jsonl']\n"
+              'console()\n')
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert mark.exists() == joined

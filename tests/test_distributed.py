@@ -318,6 +318,21 @@ def test_a_failed_worker_exits_with_the_commands_code_after_the_exit_handlers(tm
     assert done.stdout.endswith('an exit handler registered before the job ran\n')
 
 
+def test_a_job_of_the_d2lbert_program_ends_as_its_workers_do(tmp_path):
+    """Two workers running `python -m d2lbert pretrain` (`cli.console`, which elsewhere
+    skips the interpreter's teardown) end the job well: their kvstores' teardown stops
+    the server and the scheduler (else the launcher stops them with exit code 1,
+    FINISH_GRACE s after the workers)."""
+    config = tmp_path / 'tiny.json'
+    config.write_text(json.dumps(TINY_CONFIG))
+    command = [sys.executable, '-m', 'd2lbert', 'pretrain', '--config', str(config),
+               *TRAINING, '--out', str(tmp_path / 'job'), '--kvstore', 'dist_sync']
+    code, err, seconds = launch_here(str(tmp_path), command, num_workers=2, num_servers=1)
+    assert code == 0, err
+    assert seconds < BOUND
+    assert len(train_records(str(tmp_path / 'job'))) == STEPS
+
+
 def test_sigterm_to_the_launcher_stops_every_process(tmp_path):
     launcher = subprocess.Popen(
         [sys.executable, '-m', 'd2lbert', 'launch', '-n', '2', '--', *sleeper(tmp_path)],
