@@ -1,7 +1,6 @@
 """The `d2lbert` command: pretrain, finetune, predict, encode, fill-mask, convert, bench,
 launch."""
 import argparse
-import atexit
 import os
 import sys
 import warnings
@@ -23,6 +22,7 @@ from .interop.encode import (EncodeOptions, split_pair, tokenize_pair,  # noqa: 
                              unknown_words_line)
 from .pretraining.fill_mask import FillMaskOptions  # noqa: E402
 from .pretraining.pretrain import PretrainOptions  # noqa: E402
+from .util.exit import exit_at_once  # noqa: E402
 from .util.options import check_folder, check_output_file, check_text  # noqa: E402
 
 
@@ -491,13 +491,7 @@ def console():
     from .pretraining.distributed import JOINED_WORKERS
     if JOINED_WORKERS:
         sys.exit(exit_code)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: nothing more to write
-            pass
-    os._exit(exit_code)
+    exit_at_once(exit_code)
 
 
 def run_command(args, then_ignore):

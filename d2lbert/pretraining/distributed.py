@@ -30,12 +30,12 @@ Horovod's `horovodrun` those of a Horovod job.
 import atexit
 import dataclasses
 import os
-import sys
 import warnings
 
 import numpy as onp
 
 from ..data.vocab_files import vocab_as_bytes, vocab_from_bytes
+from ..util.exit import exit_at_once, flush_output
 
 # The kvstores that make a job of several worker processes: MXNet's parameter server's,
 # and Horovod's.
@@ -198,10 +198,7 @@ def leave_job(exit_code):
     process exits with an error)."""
     if any(not worker.done for worker in JOINED_WORKERS):
         atexit.unregister(leave_unless_done)
-        atexit._run_exitfuncs()  # what the interpreter runs at exit, before its teardown
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(exit_code)
+        exit_at_once(exit_code)
 
 
 def leave_unless_done(worker):
@@ -210,8 +207,7 @@ def leave_unless_done(worker):
     `LEFT_UNFINISHED`, its error message printed, the exit handlers registered before
     `join_job` skipped (see `leave_job`)."""
     if not worker.done:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        flush_output()
         os._exit(LEFT_UNFINISHED)
 
 
