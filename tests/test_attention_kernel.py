@@ -57,7 +57,8 @@ def numpy_attention(qkv, lens, heads, seq_len, packed, dcontext, mask=None):
     return context, dqkv
 
 
-def run_kernel(qkv, lens, heads, rate=0.0, flag=TRAINING, dcontext=None, dtype='float32'):
+def run_kernel(qkv, lens, heads, rate=0.0, flag=TRAINING, dcontext=None, dtype='float32',
+               first_query_only=0):
     """The kernel's context, d qkv and dropout seed (imperative, with autograd), its
     input, output and their gradients in `dtype` (float32 or bfloat16)."""
     x = np.array(qkv, dtype='float32')
@@ -65,7 +66,7 @@ def run_kernel(qkv, lens, heads, rate=0.0, flag=TRAINING, dcontext=None, dtype='
     with autograd.record():
         context, _, seed = mx.nd.d2lbert_attention(
             cast(dtype, x)[0].as_nd_ndarray(), np.array(lens, dtype='int32').as_nd_ndarray(),
-            mx.nd.array([flag]), heads=heads, dropout=rate)
+            mx.nd.array([flag]), heads=heads, dropout=rate, first_query_only=first_query_only)
     context.backward(cast(dtype, np.array(dcontext, dtype='float32'))[0].as_nd_ndarray())
     return (cast('float32', context.as_np_ndarray())[0].asnumpy(), x.grad.asnumpy(),
             seed.asnumpy())
@@ -100,6 +101,25 @@ def test_matches_numpy_attention(batch, seq_len, hidden, heads, packed):
                                   dcontext=dcontext.reshape(shape[:-1] + (hidden,)))
     expected_context, expected_dqkv = numpy_attention(qkv, lens, heads, seq_len, packed,
                                                       dcontext)
+    assert_close(context.reshape(-1, hidden), expected_context)
+    assert_close(dqkv.reshape(-1, 3 * hidden), expected_dqkv)
+
+
+@pytest.mark.parametrize('packed', [False, True], ids=['padded', 'packed'])
+def test_first_query_only_is_the_first_rows_of_numpy_attention(packed):
+    """first_query_only=1 (a sentence classifier's last block): each example's first
+    row of context is NumPy's, its other rows 0; d qkv is NumPy's for a dcontext that is
+    0 beyond the first rows (the other rows' dcontext is ignored: they are constants)."""
+    batch, seq_len, hidden, heads = 3, 20, 16, 2
+    lens, qkv, dcontext = random_case(batch, seq_len, hidden, packed)
+    first_rows = onp.zeros(len(qkv), dtype=bool)
+    first_rows[example_rows(lens, seq_len, packed)[0]] = True
+    shape = (-1, 3 * hidden) if packed else (batch, seq_len, 3 * hidden)
+    context, dqkv, _ = run_kernel(qkv.reshape(shape), lens, heads, first_query_only=1,
+                                  dcontext=dcontext.reshape(shape[:-1] + (hidden,)))
+    expected_context, expected_dqkv = numpy_attention(qkv, lens, heads, seq_len, packed,
+                                                      dcontext * first_rows[:, None])
+    expected_context[~first_rows] = 0
     assert_close(context.reshape(-1, hidden), expected_context)
     assert_close(dqkv.reshape(-1, 3 * hidden), expected_dqkv)
 

@@ -263,12 +263,13 @@ def test_an_int8_feed_forward_block_is_two_numpy_int8_products(hidden_act):
     onp.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize('first_query_only', [0, 1])
 @pytest.mark.parametrize('packed', [False, True])
-def test_int8_attention_is_the_attention_of_the_dequantized_sums(packed):
+def test_int8_attention_is_the_attention_of_the_dequantized_sums(packed, first_query_only):
     """d2lbert_int8_attention on an int8 product's sums (padded, or packed with two
     unused rows) is d2lbert_attention outside training on what d2lbert_dequantize makes
-    of them: the same numbers, scaled back in the kernel's memory; sizes that disagree
-    are an error."""
+    of them (each example's first query only, or all): the same numbers, scaled back in
+    the kernel's memory; sizes that disagree are an error."""
     import mxnet as mx
     from d2lbert.fast import kernels
     assert kernels.available()
@@ -284,9 +285,10 @@ def test_int8_attention_is_the_attention_of_the_dequantized_sums(packed):
     valid_lens = mx.nd.array(lengths, dtype='int32')
     qkv = mx.nd.d2lbert_dequantize(sums, *rest).reshape(shape)
     expected = mx.nd.d2lbert_attention(qkv, valid_lens, mx.nd.ones((1,)), heads=heads,
-                                       dropout=0.1)[0].asnumpy()
+                                       dropout=0.1, first_query_only=first_query_only)
     context = mx.nd.d2lbert_int8_attention(sums.reshape(shape), *rest, valid_lens,
-                                           heads=heads)[0].asnumpy()
+                                           heads=heads, first_query_only=first_query_only)
+    context, expected = context[0].asnumpy(), expected[0].asnumpy()
     assert context.shape == expected.shape and (context == expected).all()
     with pytest.raises(mx.base.MXNetError, match='row_scales'):
         mx.nd.d2lbert_int8_attention(sums.reshape(shape), rest[0][1:], *rest[1:],

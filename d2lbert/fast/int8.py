@@ -370,7 +370,8 @@ class Int8Attention(nn.HybridBlock):
             qkv_weight_scales, qkv_weight_sums, qkv_bias)
         context = module.d2lbert_int8_attention(
             sums, row_scales, zero_points, weight_scales, weight_sums, bias, valid_lens,
-            heads=self.num_heads)[0].as_np_ndarray()
+            heads=self.num_heads, first_query_only=int(self.first_query_only))[0]
+        context = context.as_np_ndarray()
         return self.output(context[:, :1, :] if self.first_query_only else context)
 
 

@@ -14,9 +14,13 @@
 //          unused rows
 //     lse: (heads, rows), each query's log of the softmax denominator (kept for backward)
 //     seed: (2,) int32, the seed of the dropout mask (kept for backward)
+//     first_query_only: 1: only each example's first query is attended (padded qkv):
+//          its context row as above, the example's other rows 0 (and their lse); the
+//          backward takes the first rows' dcontext only (a sentence classifier reads
+//          position 0 alone: d2lbert.fast.first_token)
 //
 //   d2lbert_int8_attention(sums, row_scales, zero_points, column_scales, weight_sums,
-//                          bias, valid_lens, heads) -> (context, lse)
+//                          bias, valid_lens, heads, first_query_only) -> (context, lse)
 //     the same without dropout (inference), qkv given as the int32 sums of an int8
 //     product and d2lbert_dequantize's other inputs (int8_rows.h), each example's rows
 //     scaled back to float32 in the thread's memory: the projection (the widest
@@ -62,9 +66,11 @@ namespace {
 // Where the rows of each example are, in either layout.
 class Layout {
  public:
-  Layout(const MXTensor& qkv, MXTensor& valid_lens, int heads)
-      : heads_(heads), batch_(valid_lens.shape[0]), rows_(qkv.size() / qkv.shape.back()),
-        hidden_(qkv.shape.back() / 3), first_row_(batch_ + 1, 0), lengths_(batch_, 0) {
+  Layout(const MXTensor& qkv, MXTensor& valid_lens, const Attributes& attrs)
+      : heads_(int_attribute(attrs, "heads", 1)), batch_(valid_lens.shape[0]),
+        rows_(qkv.size() / qkv.shape.back()), hidden_(qkv.shape.back() / 3),
+        first_query_only_(int_attribute(attrs, "first_query_only", 0) != 0),
+        first_row_(batch_ + 1, 0), lengths_(batch_, 0) {
     const bool packed = qkv.shape.size() == 2;
     const int32_t* lens = valid_lens.data<int32_t>();
     const int64_t seq = packed ? rows_ : qkv.shape[1];
@@ -78,7 +84,9 @@ class Layout {
   int64_t batch() const { return batch_; }
   int64_t heads() const { return heads_; }
   int64_t first_row(int64_t b) const { return first_row_[b]; }
+  // example b's rows, and how many of them (from the first) are attended as queries
   int queries(int64_t b) const { return static_cast<int>(first_row_[b + 1] - first_row_[b]); }
+  int attended(int64_t b) const { return first_query_only_ ? std::min(queries(b), 1) : queries(b); }
   int keys(int64_t b) const { return lengths_[b]; }
   int max_queries() const {
     int most = 0;
@@ -92,6 +100,7 @@ class Layout {
 
  private:
   int64_t heads_, batch_, rows_, hidden_;
+  bool first_query_only_;
   std::vector<int64_t> first_row_;
   std::vector<int> lengths_;
 };
@@ -109,12 +118,12 @@ struct Head {
   const float *q, *k, *v;
   const uint16_t *qb = nullptr, *kb = nullptr, *vb = nullptr;  // bfloat16 rows, or null
   int64_t j, first_row;  // the example's first query
-  int queries, keys, d, ld;
+  int rows, queries, keys, d, ld;  // its rows; the first `queries` of them attended
   int width;  // keys rounded up to whole vectors: the row stride of its scores
   Head(const Layout& layout, const float* rows, int64_t b, int64_t j,
        const uint16_t* raw = nullptr)
-      : j(j), first_row(layout.first_row(b)), queries(layout.queries(b)),
-        keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())),
+      : j(j), first_row(layout.first_row(b)), rows(layout.queries(b)),
+        queries(layout.attended(b)), keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())),
         width(whole_vectors(keys)) {
     q = rows + j * 3 * d;
     k = q + d;
@@ -383,8 +392,9 @@ void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
   float* dq = dqkv_rows + h.j * 3 * h.d;
   float *dk = dq + h.d, *dv = dq + 2 * h.d;
   const float* dc = dcontext_rows + h.j * h.d;
-  zero_rows(dk + static_cast<int64_t>(n) * h.ld, h.queries - n, h.d, h.ld);
-  zero_rows(dv + static_cast<int64_t>(n) * h.ld, h.queries - n, h.d, h.ld);
+  zero_rows(dk + static_cast<int64_t>(n) * h.ld, h.rows - n, h.d, h.ld);
+  zero_rows(dv + static_cast<int64_t>(n) * h.ld, h.rows - n, h.d, h.ld);
+  zero_rows(dq + static_cast<int64_t>(h.queries) * h.ld, h.rows - h.queries, h.d, h.ld);
   if (n == 0) {
     zero_rows(dq, h.queries, h.d, h.ld);
     return;
@@ -419,6 +429,17 @@ void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
        prefetch);
   gemm(n, h.d, h.queries, s, {dz, 1, width}, h.q, h.ld, dk, h.ld, false, gemm_scratch,  // dZ^T Q
        prefetch);
+}
+
+// Example b's rows that are not attended (first_query_only): their context rows 0
+// (context_rows: the example's) and their lse 0
+void zero_unattended(const Layout& layout, int64_t b, float* context_rows, float* lse) {
+  const int attended = layout.attended(b), rows = layout.queries(b);
+  if (attended == rows) return;
+  const int64_t H = layout.hidden();
+  zero_rows(context_rows + attended * H, rows - attended, H, H);
+  for (int64_t j = 0; j < layout.heads(); ++j)
+    std::fill_n(lse + j * layout.rows() + layout.first_row(b) + attended, rows - attended, 0.f);
 }
 
 MXReturnValue check_layout(const Layout& layout) {
@@ -456,6 +477,7 @@ void forward(const Layout& layout, Q qkv, const Dropout& dropout, T* context, fl
       for (int64_t j = 0; j < layout.heads(); ++j)
         head_forward(layout, Head(layout, rows, b, j, raw), dropout, context_rows, lse,
                      &scratch);
+      zero_unattended(layout, b, context_rows, lse);
       store(context_rows, queries * H, context + first * H);
     }
   }
@@ -501,7 +523,7 @@ void backward(const Layout& layout, const T* qkv, const T* dcontext, const float
 // inputs: qkv, valid_lens, training; outputs: context, lse, seed
 MXReturnValue attention_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,
                                 std::vector<MXTensor>* outputs, const OpResource& res) {
-  const Layout layout((*inputs)[0], (*inputs)[1], int_attribute(attrs, "heads", 1));
+  const Layout layout((*inputs)[0], (*inputs)[1], attrs);
   if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
   Dropout dropout = dropout_of(attrs, (*inputs)[2]);
   draw_seed(res, &dropout, &(*outputs)[2]);
@@ -523,7 +545,7 @@ MXReturnValue attention_forward(const Attributes& attrs, std::vector<MXTensor>* 
 MXReturnValue int8_attention_forward(const Attributes& attrs, std::vector<MXTensor>* inputs,
                                      std::vector<MXTensor>* outputs, const OpResource& res) {
   MXTensor& sums = (*inputs)[0];
-  const Layout layout(sums, (*inputs)[6], int_attribute(attrs, "heads", 1));
+  const Layout layout(sums, (*inputs)[6], attrs);
   if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
   const Int8Sums qkv{sums.data<int32_t>(), (*inputs)[1].data<float>(),
                      (*inputs)[3].data<float>(), (*inputs)[5].data<float>(),
@@ -537,7 +559,7 @@ MXReturnValue int8_attention_forward(const Attributes& attrs, std::vector<MXTens
 // outputs: dqkv, dvalid_lens, dtraining (0: not differentiable)
 MXReturnValue attention_backward(const Attributes& attrs, std::vector<MXTensor>* inputs,
                                  std::vector<MXTensor>* outputs, const OpResource& res) {
-  const Layout layout((*inputs)[3], (*inputs)[4], int_attribute(attrs, "heads", 1));
+  const Layout layout((*inputs)[3], (*inputs)[4], attrs);
   if (check_layout(layout) != MX_SUCCESS) return MX_FAIL;
   const float* lse = (*inputs)[7].data<float>();
   const Dropout dropout = saved_dropout(attrs, (*inputs)[5], (*inputs)[8]);
