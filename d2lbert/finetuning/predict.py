@@ -14,9 +14,8 @@ import json
 
 import mxnet as mx
 
-from ..data.tasks import encode_task, length_sorted_batches
-from ..run.calibration import CALIBRATION_TEXTS, int8_inference
-from ..run.devices import to_device
+from ..data.tasks import encode_task
+from ..run.calibration import calibration_batches, int8_inference
 from ..run.files import write_file_atomically
 from ..run.models import model_folder
 from ..run.options import Options, choice, integer, option, optional, text
@@ -108,8 +107,8 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
         net = fast_path.first_token_only(net)
     if precision == 'int8':
         tools = load_fast_path(False)
-        net, int8_line = int8_inference(net, lambda: calibration_batches(encoded, vocab),
-                                        tools)
+        net, int8_line = int8_inference(
+            net, lambda: calibration_batches(encoded, vocab.pad_id, mx.cpu()), tools)
     else:
         net.hybridize(static_alloc=True)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
@@ -124,10 +123,3 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     scores = task_scores_of(info, task_data, encoded, predictions) if labelled else None
     return {'examples': len(encoded), 'scores': scores, 'int8': int8_line}
 
-
-def calibration_batches(encoded, vocab, batch_size=64):
-    """The batches of the first CALIBRATION_TEXTS of `encoded` (`EncodedExample`s), on
-    the CPU, as a task model takes them."""
-    for _, batch in length_sorted_batches(encoded[:CALIBRATION_TEXTS], batch_size,
-                                          vocab.pad_id):
-        yield [to_device(array, mx.cpu()) for array in batch[:3]]

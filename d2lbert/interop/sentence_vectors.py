@@ -19,11 +19,10 @@ from typing import Iterable, Optional
 import numpy as onp
 
 from .. import fast
-from ..data.tasks import EncodedExample, encode_text_pair, length_sorted_batches
+from ..data.tasks import EncodedExample, encode_text_pair
 from ..model import SentenceEncoder
 from ..model.precision import feed_forward_inputs_in_float32
-from ..run.calibration import CALIBRATION_TEXTS, int8_inference
-from ..run.devices import to_device
+from ..run.calibration import CALIBRATION_TEXTS, calibration_batches, int8_inference
 from ..run.inference import outputs_by_length
 from ..run.precision import INFERENCE_PRECISIONS, inference_precision
 from ..run.setup import prepare_model
@@ -146,8 +145,7 @@ def int8_model(model, vocab, texts, max_len=None, source='data'):
         encoded = [EncodedExample(*encode_text_pair(text, None, vocab,
                                                     max_len or encoder.max_len)[:2], None)
                    for text in itertools.islice(texts, CALIBRATION_TEXTS)]
-        for _, batch in length_sorted_batches(encoded, 64, vocab.pad_id):
-            yield [to_device(array, ctx) for array in batch[:3]]
+        return calibration_batches(encoded, vocab.pad_id, ctx)
     return int8_inference(model, batches, fast, source)
 
 
