@@ -295,6 +295,35 @@ def test_int8_attention_is_the_attention_of_the_dequantized_sums(packed, first_q
                                      valid_lens, heads=heads).wait_to_read()
 
 
+def test_the_handovers_gelu_rounds_as_numpys_exact_gelu():
+    """d2lbert_requantize's GELU (its erf a rational function) of 8,192 values from -2
+    to 6 (exact in float32: integer sums scaled by 2^-10), rounded row by row as
+    `quantized_rows` does: the same levels as NumPy's float64 GELU with SciPy's erf,
+    except within 2e-4 of a level's edge (where float32 rounding may decide). GELU's
+    tanh approximation in its place moved 92 of them across an edge. (Below -2, GELU's
+    float32 1 + erf(x) loses too many digits to a cancellation for rows of such values
+    alone.)"""
+    import mxnet as mx
+    from scipy.special import erf
+    from d2lbert.fast import int8, kernels
+    assert kernels.available()
+    rows, n = 64, 128
+    sums = onp.arange(-2048, 6144).reshape(rows, n)
+    y = sums / 1024
+    gelu = 0.5 * y * (1 + erf(y / onp.sqrt(2)))
+    q, _, _ = mx.nd.d2lbert_requantize(
+        mx.nd.array(sums, dtype='int32'), mx.nd.ones((rows,)),
+        mx.nd.zeros((rows,), dtype='int32'), mx.nd.full((n,), 2.0 ** -10),
+        mx.nd.zeros((n,), dtype='int32'), mx.nd.zeros((n,)), mx.nd.ones((n,)),
+        act='gelu', levels=int8.INPUT_LEVELS)
+    lo, hi = onp.minimum(gelu.min(axis=1), 0), onp.maximum(gelu.max(axis=1), 0)
+    levels = gelu * (int8.INPUT_LEVELS / (hi - lo))[:, None]
+    clear = onp.abs(levels - onp.floor(levels) - 0.5) > 2e-4
+    expected = onp.round(levels) + onp.round(-lo * int8.INPUT_LEVELS / (hi - lo))[:, None]
+    assert clear.mean() > 0.99
+    onp.testing.assert_array_equal(q.asnumpy()[clear], expected[clear])
+
+
 def test_the_handover_refuses_an_activation_it_does_not_compute():
     """d2lbert_requantize computes GELU or ReLU; another `act` is an error naming it,
     not GELU under another name."""

@@ -17,26 +17,37 @@
 // needs registered) gives zeros.
 #include <omp.h>
 
-#include <cmath>
+#include <algorithm>
 
 #include "common.h"
 #include "int8_rows.h"
 
 using namespace d2lbert;
 
-// erf(x) as Abramowitz and Stegun's 7.1.26 gives it, 1 - t (a1 + t (a2 + ... + t a5))
-// exp(-x^2) with t = 1 / (1 + p |x|), the sign of x restored: error at most 1.5e-7
-// (oneDNN's gelu_erf computes the same formula). Unlike std::erf, the compiler turns a
-// loop of it into vector instructions.
+// erf(x) as the rational function x P(x^2) / Q(x^2) that Eigen's float erf evaluates
+// (TVM and XLA use the same coefficients), on x clamped to [-4, 4], where erf is +-1 to
+// within 2e-8: P of degree 6 and Q of 4 in x^2, no exp, one division. Its error,
+// measured against double-precision erf over [-6, 6], is at most 3.3e-7; the formula
+// of Abramowitz and Stegun (7.1.26, 1 - t (a1 + ... + t a5) exp(-x^2)) that oneDNN's
+// gelu_erf computes erred up to 4.6e-7, and with it this operator took 1.5x as long
+// (1,664 x 1,536 sums held to AVX2, the medians of five interleaved runs: 2.04 ms
+// against 1.37).
 inline float erf_of(float x) {
-  const float a = std::fabs(x);
-  const float t = 1.f / (1.f + 0.3275911f * a);
-  float poly = 1.061405429f;
-  poly = poly * t - 1.453152027f;
-  poly = poly * t + 1.421413741f;
-  poly = poly * t - 0.284496736f;
-  poly = poly * t + 0.254829592f;
-  return std::copysign(1.f - poly * t * exp_nonpositive(-a * a), x);
+  x = std::min(std::max(x, -4.f), 4.f);
+  const float x2 = x * x;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 - 2.10102402082508e-06f;
+  p = p * x2 - 5.69250639462346e-05f;
+  p = p * x2 - 7.34990630326855e-04f;
+  p = p * x2 - 2.95459980854025e-03f;
+  p = p * x2 - 1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 - 2.13374055278905e-04f;
+  q = q * x2 - 1.68282697438203e-03f;
+  q = q * x2 - 7.37332916720468e-03f;
+  q = q * x2 - 1.42647390514189e-02f;
+  return x * p / q;
 }
 
 // the activation of one row of values (n,), in place
