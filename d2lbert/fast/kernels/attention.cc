@@ -86,7 +86,9 @@ class Layout {
   int64_t first_row(int64_t b) const { return first_row_[b]; }
   // example b's rows, and how many of them (from the first) are attended as queries
   int queries(int64_t b) const { return static_cast<int>(first_row_[b + 1] - first_row_[b]); }
-  int attended(int64_t b) const { return first_query_only_ ? std::min(queries(b), 1) : queries(b); }
+  int attended(int64_t b) const {
+    return first_query_only_ ? std::min(queries(b), 1) : queries(b);
+  }
   int keys(int64_t b) const { return lengths_[b]; }
   int max_queries() const {
     int most = 0;
@@ -118,13 +120,13 @@ struct Head {
   const float *q, *k, *v;
   const uint16_t *qb = nullptr, *kb = nullptr, *vb = nullptr;  // bfloat16 rows, or null
   int64_t j, first_row;  // the example's first query
-  int rows, queries, keys, d, ld;  // its rows; the first `queries` of them attended
+  int example_rows, queries, keys, d, ld;  // the first `queries` of its rows attended
   int width;  // keys rounded up to whole vectors: the row stride of its scores
   Head(const Layout& layout, const float* rows, int64_t b, int64_t j,
        const uint16_t* raw = nullptr)
-      : j(j), first_row(layout.first_row(b)), rows(layout.queries(b)),
-        queries(layout.attended(b)), keys(layout.keys(b)), d(layout.head_dim()), ld(static_cast<int>(3 * layout.hidden())),
-        width(whole_vectors(keys)) {
+      : j(j), first_row(layout.first_row(b)), example_rows(layout.queries(b)),
+        queries(layout.attended(b)), keys(layout.keys(b)), d(layout.head_dim()),
+        ld(static_cast<int>(3 * layout.hidden())), width(whole_vectors(keys)) {
     q = rows + j * 3 * d;
     k = q + d;
     v = q + 2 * d;
@@ -392,9 +394,10 @@ void head_backward(const Layout& layout, const Head& h, const Dropout& dropout,
   float* dq = dqkv_rows + h.j * 3 * h.d;
   float *dk = dq + h.d, *dv = dq + 2 * h.d;
   const float* dc = dcontext_rows + h.j * h.d;
-  zero_rows(dk + static_cast<int64_t>(n) * h.ld, h.rows - n, h.d, h.ld);
-  zero_rows(dv + static_cast<int64_t>(n) * h.ld, h.rows - n, h.d, h.ld);
-  zero_rows(dq + static_cast<int64_t>(h.queries) * h.ld, h.rows - h.queries, h.d, h.ld);
+  zero_rows(dk + static_cast<int64_t>(n) * h.ld, h.example_rows - n, h.d, h.ld);
+  zero_rows(dv + static_cast<int64_t>(n) * h.ld, h.example_rows - n, h.d, h.ld);
+  zero_rows(dq + static_cast<int64_t>(h.queries) * h.ld, h.example_rows - h.queries, h.d,
+            h.ld);
   if (n == 0) {
     zero_rows(dq, h.queries, h.d, h.ld);
     return;
@@ -439,7 +442,8 @@ void zero_unattended(const Layout& layout, int64_t b, float* context_rows, float
   const int64_t H = layout.hidden();
   zero_rows(context_rows + attended * H, rows - attended, H, H);
   for (int64_t j = 0; j < layout.heads(); ++j)
-    std::fill_n(lse + j * layout.rows() + layout.first_row(b) + attended, rows - attended, 0.f);
+    std::fill_n(lse + j * layout.rows() + layout.first_row(b) + attended, rows - attended,
+                0.f);
 }
 
 MXReturnValue check_layout(const Layout& layout) {
