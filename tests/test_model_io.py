@@ -177,6 +177,23 @@ def test_a_saved_model_loads_back_with_identical_outputs(tmp_path):
         onp.testing.assert_array_equal(ours, theirs)
 
 
+@pytest.mark.parametrize('bad', [float('nan'), float('inf')])
+def test_a_saved_model_with_a_nan_or_infinity_is_refused_by_name(tmp_path, bad):
+    """A model saved from a run that diverged loads as an error naming the parameter that
+    holds the NaN or infinity (one value of 9,984), not as a model."""
+    from d2lbert.run.checkpoint import CheckpointError
+    net = make_model('original')
+    weight = net.encoder.blocks[1].ffn.dense1.weight
+    values = weight.data().asnumpy()
+    values[3, 7] = bad
+    weight.set_data(np.array(values))
+    vocab = d2lbert.Vocab({f'w{i}': 1 for i in range(59)})
+    folder = d2lbert.save_pretrained(net, vocab, str(tmp_path / 'model'))
+    name = weight.name.split('_', 1)[1]  # without the model's prefix, which loading renews
+    with pytest.raises(CheckpointError, match=rf'parameter \w*_{name} holds NaN or infinite'):
+        d2lbert.load_pretrained(folder)
+
+
 @pytest.mark.parametrize('head', ['classifier', 'mean', 'tagger', 'question_answering'])
 def test_a_saved_task_model_loads_back_with_identical_outputs(tmp_path, head):
     from d2lbert.finetuning.task_model import read_task_info
