@@ -17,8 +17,7 @@ from . import kernels
 class FusedMultiHeadAttention(MultiHeadAttention):
     """`MultiHeadAttention` whose scores, masked softmax, dropout and weighted sum run
     in one operator: X (batch_size, seq_len, H) or packed (num_rows, H) -> X's shape."""
-    first_query_only = False  # True: position 0 alone attended and through the output
-    # layer, (B, 1, H) (the kernel's first_query_only)
+    first_query_only = False  # True: position 0 alone attended and output, (B, 1, H)
 
     def hybrid_forward(self, F, X, valid_lens, query_weight, key_weight, value_weight,
                        query_bias, key_bias, value_bias):
@@ -40,12 +39,10 @@ class FusedMultiHeadAttention(MultiHeadAttention):
         if valid_lens is None:  # every key is valid
             valid_lens = F.np.ones_like(X[:, :, 0]).sum(axis=1)
         training = kernels.training_flag(F, X)
-        qkv, valid_lens, training = kernels.as_legacy(qkv, valid_lens.astype('int32'),
-                                                      training)
-        context = F.d2lbert_attention(qkv, valid_lens, training, heads=self.num_heads,
-                                      dropout=self.dropout_rate,
-                                      first_query_only=int(self.first_query_only))
-        context = context[0].as_np_ndarray()
+        qkv, valid_lens, training = kernels.as_legacy(qkv, valid_lens.astype('int32'), training)
+        context = F.d2lbert_attention(
+            qkv, valid_lens, training, heads=self.num_heads, dropout=self.dropout_rate,
+            first_query_only=int(self.first_query_only))[0].as_np_ndarray()
         self.output.casts_input = not in_bfloat16  # a ReducedPrecisionDense then
         return self.output(context[:, :1, :] if self.first_query_only else context)
 
