@@ -194,6 +194,9 @@ def test_an_int8_layer_is_the_numpy_int8_product(pairs_bounded):
     from mxnet import np
     from d2lbert.fast import int8, kernels
     assert kernels.available()  # they are loaded
+    if int8.pairs_bounded() and not pairs_bounded:
+        pytest.skip('no VNNI: oneDNN adds pairs of 8-bit products in 16 bits, so only '
+                    'weights bounded in pairs are exact here (d2lbert bounds them)')
     rng = onp.random.default_rng(0)
     weight, bias = rng.normal(size=(24, 16)), rng.normal(size=24)
     X = rng.normal(size=(2, 5, 16)) * onp.where(onp.arange(16) == 3, 20.0, 1.0)
