@@ -166,7 +166,8 @@ def run_predict(args):
     check_output_file('--out', args.out)
     check_new_file('--out', args.out, args.overwrite)
     summary = predict(args.model, args.data, args.out, args.batch_size,
-                      precision=args.precision, overwrite=args.overwrite)
+                      precision=args.precision, overwrite=args.overwrite,
+                      calibration=args.calibration)
     scores = summary['scores']
     shown = '' if not scores else '; ' + ', '.join(f'{k} {v:.4f}' for k, v in scores.items())
     products = summary['int8'] or f'matrix products in {args.precision}'
@@ -270,7 +271,8 @@ def run_encode_file(args):
     if not os.path.isfile(args.data):
         raise ValueError(f'--data {args.data}: no such file')
     check_output_file('--out', args.out)
-    check_output('--out', args.out, {'--data': args.data, '--model': args.model})
+    check_output('--out', args.out, {'--data': args.data, '--model': args.model,
+                                     '--calibration': args.calibration})
     check_new_file('--out', args.out, args.overwrite)
     data_source(args)  # a file that is not text, or holds none: refused before loading
     net, vocab = load_model_flag(args.model)

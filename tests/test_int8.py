@@ -445,3 +445,86 @@ def test_predict_int8_says_so_and_stays_near_fp32(minilm_classifier, tmp_path, c
     spread = positive['fp32'].max() - positive['fp32'].min()
     assert spread > 0.01 and len(positive['int8']) == len(SENTENCES)
     assert onp.abs(positive['int8'] - positive['fp32']).max() < spread / 5
+
+
+def write_csv(path, texts):
+    """A `--task csv` file of texts, labelled as SENTENCES are (POSITIVE)."""
+    import csv
+    with open(path, 'w', newline='', encoding='utf-8') as f:
+        writer = csv.writer(f)
+        writer.writerow(['text', 'label'])
+        writer.writerows([text, 'pos' if SENTENCES.index(text) in POSITIVE else 'neg']
+                         for text in texts)
+
+
+def test_predict_calibrates_on_the_calibration_file(minilm_classifier, tmp_path, capsys,
+                                                    monkeypatch):
+    """`predict --calibration FILE` calibrates on FILE's examples: the calibration it
+    keeps is the one measured when they are --data's first examples, and not the one
+    of --data's own first examples."""
+    import json
+    monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'home'))
+    run, _ = minilm_classifier
+    write_csv(tmp_path / 'first.csv', SENTENCES[:5])
+    write_csv(tmp_path / 'last.csv', SENTENCES[5:])
+    kept = {}
+    for name, args in (('first', ['--data', 'first.csv']),
+                       ('last', ['--data', 'last.csv']),
+                       ('last, calibrated on first', ['--data', 'last.csv', '--calibration',
+                                                      'first.csv'])):
+        before = set((tmp_path / 'home' / 'int8').glob('*.json'))
+        monkeypatch.chdir(tmp_path)
+        code, out, err = run_main(['predict', '--model', run, *args, '--out',
+                                   f'{len(kept)}.jsonl', '--precision', 'int8'], capsys)
+        assert code == 0, err
+        assert 'calibrated on 5 texts' in out
+        (made,) = set((tmp_path / 'home' / 'int8').glob('*.json')) - before
+        kept[name] = {key: json.loads(made.read_text())[key]
+                      for key in ('errors', 'column_scales')}
+    assert kept['last, calibrated on first'] == kept['first']
+    assert kept['last'] != kept['first']
+
+
+@pytest.mark.parametrize('args, named', [
+    (['--calibration', 'first.csv'], '--calibration applies to --precision int8'),
+    (['--calibration', 'none.csv', '--precision', 'int8'], '--calibration none.csv'),
+    (['--calibration', 'first.csv', '--precision', 'int8', '--out', 'first.csv',
+      '--overwrite'], '--out first.csv is the input --calibration'),
+    (['--calibration', 'empty.csv', '--precision', 'int8'], '--calibration empty.csv: holds'),
+    (['--data', 'empty.csv', '--precision', 'int8'], '--data empty.csv: holds no example'),
+])
+def test_predict_calibration_mistakes_are_one_line(minilm_classifier, workdir, capsys,
+                                                   args, named):
+    """Each mistake: one line naming its flag, exit 2, the files as they were."""
+    run, data = minilm_classifier
+    write_csv(workdir / 'first.csv', SENTENCES[:5])
+    write_csv(workdir / 'empty.csv', [])
+    before = (workdir / 'first.csv').read_bytes()
+    code, _, err = run_main(['predict', '--model', run, '--data', data, '--out', 'p.jsonl',
+                             *args], capsys)
+    assert named in one_line_error(code, err)
+    assert (workdir / 'first.csv').read_bytes() == before
+    assert not (workdir / 'p.jsonl').exists()
+
+
+def test_the_predict_call_never_writes_over_its_input(minilm_classifier, tmp_path):
+    """`finetuning.predict.predict`, the call beneath the command, refuses --out that is
+    its --data, and leaves the file as it was."""
+    from d2lbert.finetuning.predict import predict
+    from d2lbert.run.errors import RunError
+    run, _ = minilm_classifier
+    write_csv(tmp_path / 'data.csv', SENTENCES)
+    before = (tmp_path / 'data.csv').read_bytes()
+    with pytest.raises(RunError, match='never writes over its input'):
+        predict(run, str(tmp_path / 'data.csv'), str(tmp_path / 'data.csv'))
+    assert (tmp_path / 'data.csv').read_bytes() == before
+
+
+def test_encode_never_writes_over_its_calibration_file(workdir, capsys):
+    (workdir / 'sents.txt').write_text('a fine film\nan awful one\n')
+    (workdir / 'cal.txt').write_text('a fine film\n')
+    code, _, err = run_main(['encode', '--model', minilm_folder(), '--data', 'sents.txt',
+                             '--calibration', 'cal.txt', '--out', 'cal.txt', '--overwrite',
+                             '--precision', 'int8'], capsys)
+    assert '--out cal.txt is the input --calibration' in one_line_error(code, err)
+    assert (workdir / 'cal.txt').read_text() == 'a fine film\n'

@@ -11,16 +11,18 @@ When the file has labels, the task's scores are computed too.
 """
 import dataclasses
 import json
+import os
 
 import mxnet as mx
 
 from ..data.tasks import encode_task
 from ..run.calibration import calibration_batches, int8_inference
-from ..run.files import write_file_atomically
+from ..run.files import check_output, write_file_atomically
 from ..run.models import model_folder
 from ..run.options import Options, choice, integer, option, optional, text
 from ..run.precision import INFERENCE_PRECISIONS
 from ..run.setup import prepare_model
+from ..util.hashing import sha1_of_file
 from ..util.options import flag
 from .fast_choice import load_fast_path
 from .task_model import load_task_model
@@ -52,6 +54,9 @@ class PredictOptions(Options):
                             "AVX2: the encoder's products, calibrated on the first examples; "
                             'products too far from fp32 stay fp32) or auto (bf16 where the '
                             'CPU has it, else fp32; never int8)', choice(INFERENCE_PRECISIONS))
+    calibration: str = option(None, 'with --data --precision int8: calibrate on the first '
+                              "examples of this file (in the task's format, as --data) "
+                              "instead of --data's", text(optional=True))
 
     def __post_init__(self):
         if self.batch_size is None and not self.answers_one_question():
@@ -67,7 +72,7 @@ class PredictOptions(Options):
             if self.precision == 'int8':
                 raise ValueError('--precision int8 applies to --data (a question: fp32 or '
                                  'bf16)')
-            for name in ('data', 'out', 'batch_size'):
+            for name in ('data', 'out', 'batch_size', 'calibration'):
                 if getattr(self, name) is not None:
                     raise ValueError(f'{flag(name)} does not apply to --question and '
                                      '--context (one question): leave it out')
@@ -91,24 +96,31 @@ def label_probabilities(info, row):
 
 
 def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precision='fp32',
-            overwrite=True):
+            overwrite=True, calibration=None):
     """Write the predictions of the model folder `model` for the task file `data` to
-    the JSON lines file `out` (replacing a file there only if overwrite), the matrix
-    products in `precision` ('fp32', 'bf16', 'int8': calibrated on the first examples
-    of data, `run.calibration`); returns {'examples': n, 'scores': {...} or None,
-    'int8': the line that says what ran in int8, or None}."""
+    the JSON lines file `out` (replacing a file there only if overwrite; never one of
+    the inputs), the matrix products in `precision` ('fp32', 'bf16', 'int8': calibrated
+    on the first examples of the task file `calibration`, or of data, `run.
+    calibration`); returns {'examples': n, 'scores': {...} or None, 'int8': the line
+    that says what ran in int8, or None}."""
+    if calibration is not None and precision != 'int8':
+        raise ValueError('--calibration applies to --precision int8')
+    if calibration is not None and not os.path.isfile(calibration):
+        raise ValueError(f'--calibration {calibration}: no such file')
+    check_output('--out', out, {'--data': data, '--model': model,
+                                '--calibration': calibration})
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
-    task_data = TASKS[info.task].reader.file(data, info.labels, 'class' if info.labels
-                                              is not None else 'number')
+    task_data = read_examples(info, data)
     encoded = encode_task(task_data, vocab, info.max_len)
     int8_line, fast_path = None, load_fast_path(plain)
     net = prepare_model(net, 'fp32' if precision == 'int8' else precision, fast_path)
     if fast_path is not None:  # a sentence classifier: its last block for <cls> alone
         net = fast_path.first_token_only(net)
     if precision == 'int8':
-        tools = load_fast_path(False)
+        examples, source = calibration_examples(info, vocab, data, encoded, calibration)
         net, int8_line = int8_inference(
-            net, lambda: calibration_batches(encoded, vocab.pad_id, mx.cpu()), tools)
+            net, lambda: calibration_batches(examples, vocab.pad_id, mx.cpu()),
+            load_fast_path(False), source)
     else:
         net.hybridize(static_alloc=True)
     predictions, probabilities = predict_encoded(net, info, encoded, mx.cpu(),
@@ -123,3 +135,26 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     scores = task_scores_of(info, task_data, encoded, predictions) if labelled else None
     return {'examples': len(encoded), 'scores': scores, 'int8': int8_line}
 
+
+
+def read_examples(info, path):
+    """The `TaskData` of the task file `path` for a model of `info` (`TaskInfo`)."""
+    return TASKS[info.task].reader.file(path, info.labels, 'class' if info.labels
+                                        is not None else 'number')
+
+
+def calibration_examples(info, vocab, data, encoded, calibration=None):
+    """(the `EncodedExample`s --precision int8 calibrates on, where they come from: the
+    `source` of `run.calibration.calibration_path`): the examples of the task file
+    `calibration`, or else `encoded`, data's (the first CALIBRATION_TEXTS are taken)."""
+    if calibration is None:
+        examples, source, named = encoded, 'data', f'--data {data}'
+    else:
+        try:
+            examples = encode_task(read_examples(info, calibration), vocab, info.max_len)
+        except ValueError as error:  # the file's own words, named as the flag
+            raise ValueError(f'--calibration {error}') from None
+        source, named = sha1_of_file(calibration), f'--calibration {calibration}'
+    if not examples:
+        raise ValueError(f'{named}: holds no example to calibrate --precision int8 on')
+    return examples, source

@@ -23,18 +23,18 @@ def predict_encoded(net, info, encoded, ctx, pad_id, batch_size=64):
     """
     predictions, probabilities = [None] * len(encoded), [None] * len(encoded)
     for indices, logits in outputs_by_length(net, encoded, ctx, pad_id, batch_size):
-        for index, row in zip(indices, logits):
+        batch_probs = softmax(logits) if info.labels is not None else [None] * len(logits)
+        for index, row, probs in zip(indices, logits, batch_probs):
             predictions[index], probabilities[index] = example_prediction(
-                info, encoded[index], row)
+                info, encoded[index], row, probs)
     return predictions, probabilities
 
 
-def example_prediction(info, example, logits):
-    """(prediction, probabilities) of one example from its logits: (num_classes,), or
-    (seq_len, num_tags) for a tagger (see `predict_encoded`)."""
+def example_prediction(info, example, logits, probs):
+    """(prediction, probabilities) of one example from its logits and their softmax
+    probs: (num_classes,), or (seq_len, num_tags) for a tagger (see `predict_encoded`)."""
     if info.labels is None:
         return float(logits[0]), None
-    probs = softmax(logits)
     if info.head == 'tagger':
         first_pieces = onp.array(example.label) != IGNORE_LABEL
         kept = probs[:example.valid_len][first_pieces]
