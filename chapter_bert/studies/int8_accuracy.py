@@ -8,8 +8,11 @@ The commands run as a user runs them, in processes of their own (OMP_NUM_THREADS
 --threads), each precision once: `d2lbert encode --data --pooling mean --normalize`
 on the first --texts sentences of SST-2's train.tsv (int8 calibrated on its first
 texts, `d2lbert.run.calibration`), and with --classifier `d2lbert predict --data
-dev.tsv` (872 sentences). The calibrations are kept in a scratch D2LBERT_HOME, so
-each run calibrates afresh. DNNL_MAX_CPU_ISA is passed on (AVX2: the target CPUs).
+dev.tsv` (872 sentences), int8 calibrated on dev's first sentences, then with
+--calibration-samples K on each of K other samples (`predict --calibration FILE`: 128
+training sentences from K places spread over train.tsv), to show how much the labels
+depend on the sample. The calibrations are kept in a scratch D2LBERT_HOME, so each
+run calibrates afresh. DNNL_MAX_CPU_ISA is passed on (AVX2: the target CPUs).
 Accuracy only, not speed. Written to --out, whole or not at all.
 """
 import json
@@ -78,26 +81,51 @@ def vector_costs(args, scratch):
             'least_cosine': float(cosines.min()), **calibration_made(scratch, before)}
 
 
+def dev_labels(args, scratch, precision, extra=()):
+    """(dev's predicted labels, the summary line) of `d2lbert predict` in precision."""
+    out = os.path.join(scratch, f'{precision}.jsonl')
+    line = d2lbert(['predict', '--model', args.classifier, '--data',
+                    os.path.join(args.sst2, 'dev.tsv'), '--out', out, '--overwrite',
+                    '--precision', precision, *extra], args.threads, scratch)
+    with open(out, encoding='utf-8') as f:
+        return [json.loads(row)['label'] for row in f], line
+
+
+def share_equal(a, b):
+    return float(onp.mean([x == y for x, y in zip(a, b)]))
+
+
 def label_costs(args, scratch):
-    """Dev accuracy in float32 and int8, and the share of equal labels."""
-    labels, lines, before = {}, {}, calibrations_in(scratch)
-    for precision in ('fp32', 'int8'):
-        out = os.path.join(scratch, f'{precision}.jsonl')
-        lines[precision] = d2lbert(['predict', '--model', args.classifier, '--data',
-                                    os.path.join(args.sst2, 'dev.tsv'), '--out', out,
-                                    '--precision', precision], args.threads, scratch)
-        with open(out, encoding='utf-8') as f:
-            labels[precision] = [json.loads(line)['label'] for line in f]
+    """Dev accuracy in float32 and int8, the share of equal labels, and each of
+    --calibration-samples' (`calibration_samples`)."""
+    before = calibrations_in(scratch)
+    (fp32, _), (int8, line) = (dev_labels(args, scratch, p) for p in ('fp32', 'int8'))
     with open(os.path.join(args.sst2, 'dev.tsv'), encoding='utf-8') as f:
         true = [row.split('\t')[1].strip() for row in f.read().splitlines()[1:]]
-    accuracy = {p: float(onp.mean([a == b for a, b in zip(labels[p], true)]))
-                for p in labels}
-    print(lines['int8'], flush=True)
-    return {'sentences': len(true), 'accuracy_fp32': accuracy['fp32'],
-            'accuracy_int8': accuracy['int8'], 'summary_line': lines['int8'],
-            'equal_labels': float(onp.mean([a == b for a, b in
-                                             zip(labels['fp32'], labels['int8'])])),
-            **calibration_made(scratch, before)}
+    print(line, flush=True)
+    return {'sentences': len(true), 'accuracy_fp32': share_equal(fp32, true),
+            'accuracy_int8': share_equal(int8, true), 'summary_line': line,
+            'equal_labels': share_equal(fp32, int8), **calibration_made(scratch, before),
+            'calibration_samples': calibration_samples(args, scratch, fp32, true)}
+
+
+def calibration_samples(args, scratch, fp32, true, size=128):
+    """int8's dev labels calibrated on each of --calibration-samples samples of `size`
+    training sentences, from rows spread evenly over train.tsv: [{'train_rows_from',
+    'equal_labels', 'labels_differing', 'accuracy_int8'}]."""
+    with open(os.path.join(args.sst2, 'train.tsv'), encoding='utf-8') as f:
+        header, *rows = f.read().splitlines()
+    samples, stride = [], len(rows) // max(args.calibration_samples, 1)
+    for first in range(0, stride * args.calibration_samples, stride):
+        path = os.path.join(scratch, 'calibration.tsv')
+        with open(path, 'w', encoding='utf-8') as f:
+            f.writelines(row + '\n' for row in [header, *rows[first:first + size]])
+        int8, _ = dev_labels(args, scratch, 'int8', ['--calibration', path])
+        samples.append({'train_rows_from': first, 'equal_labels': share_equal(fp32, int8),
+                        'labels_differing': sum(a != b for a, b in zip(fp32, int8)),
+                        'accuracy_int8': share_equal(int8, true)})
+        print(samples[-1], flush=True)
+    return samples
 
 
 def main(argv=None):
@@ -106,6 +134,9 @@ def main(argv=None):
     parser.add_argument('--sst2', required=True, help="SST-2's folder (train.tsv, dev.tsv)")
     parser.add_argument('--texts', type=int, default=2000)
     parser.add_argument('--classifier', help='a MiniLM fine-tuned on SST-2 (finetune --out)')
+    parser.add_argument('--calibration-samples', type=int, default=0,
+                        help='with --classifier: int8 calibrated on this many samples of '
+                             'training sentences too')
     parser.add_argument('--threads', type=int, default=2)
     parser.add_argument('--out', default=RESULTS)
     args = parser.parse_args(argv)
