@@ -136,7 +136,6 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
     return {'examples': len(encoded), 'scores': scores, 'int8': int8_line}
 
 
-
 def read_examples(info, path):
     """The `TaskData` of the task file `path` for a model of `info` (`TaskInfo`)."""
     return TASKS[info.task].reader.file(path, info.labels, 'class' if info.labels
