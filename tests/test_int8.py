@@ -528,3 +528,14 @@ def test_encode_never_writes_over_its_calibration_file(workdir, capsys):
                              '--precision', 'int8'], capsys)
     assert '--out cal.txt is the input --calibration' in one_line_error(code, err)
     assert (workdir / 'cal.txt').read_text() == 'a fine film\n'
+
+
+def test_predict_options_refuse_calibration_without_int8():
+    """The flags' own check, before any model is read (a question-answering model's
+    --data never reaches the calibrating call, which checks it too)."""
+    from d2lbert.finetuning.predict import PredictOptions
+    with pytest.raises(ValueError, match='--calibration applies to --precision int8'):
+        PredictOptions(model='run', data='dev.json', out='out', calibration='c.json',
+                       precision='fp32')
+    PredictOptions(model='run', data='dev.json', out='out', calibration='c.json',
+                   precision='int8')

@@ -67,7 +67,8 @@ class PredictOptions(Options):
         return self.question is not None or self.context is not None
 
     def check_together(self):
-        """--question answers one question: --data's options do not apply."""
+        """--question answers one question: --data's options do not apply; --calibration
+        only with --precision int8 (whichever model: a question-answering one too)."""
         if self.answers_one_question():
             if self.precision == 'int8':
                 raise ValueError('--precision int8 applies to --data (a question: fp32 or '
@@ -76,6 +77,8 @@ class PredictOptions(Options):
                 if getattr(self, name) is not None:
                     raise ValueError(f'{flag(name)} does not apply to --question and '
                                      '--context (one question): leave it out')
+        if self.calibration is not None and self.precision != 'int8':
+            raise ValueError('--calibration applies to --precision int8')
 
 
 def prediction_record(info, example, prediction, probabilities):
