@@ -5,13 +5,14 @@ import os
 import sys
 import warnings
 
-from .util.process import configure_cpu
+from .util.process import configure_cpu, import_mxnet_without_sklearn
 
 # The command's process: threads and OpenBLAS's core are read once, when MXNet loads
 # (on the imports below), so they are set first; a library import of d2lbert sets none,
 # and a program that loaded MXNet before it runs `main` keeps its own.
 if 'mxnet' not in sys.modules:
     configure_cpu()
+    import_mxnet_without_sklearn()
 
 from .bench import BenchOptions  # noqa: E402
 from .finetuning.finetune import FinetuneOptions  # noqa: E402
@@ -143,7 +144,7 @@ def check_cpu_precision(precision):
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
-    from .run.files import check_new_file, check_output
+    from .run.files import check_output
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
     args.precision = check_cpu_precision(args.precision)
@@ -163,8 +164,6 @@ def run_predict(args):
             raise ValueError('--precision int8: a question-answering model predicts in fp32 '
                              'or bf16')
         return run_predict_squad(args)
-    check_output_file('--out', args.out)
-    check_new_file('--out', args.out, args.overwrite)
     summary = predict(args.model, args.data, args.out, args.batch_size,
                       precision=args.precision, overwrite=args.overwrite,
                       calibration=args.calibration)

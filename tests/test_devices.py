@@ -133,6 +133,26 @@ def test_a_plain_import_sets_no_thread_count():
     assert import_d2lbert_in_subprocess(None, 'import d2lbert; d2lbert.BERTModel') == 'None'
 
 
+def modules_loaded_by(code):
+    """(whether scikit-learn was loaded, whether it loads afterwards) after `code` in
+    a fresh interpreter."""
+    code = (f'import sys; {code}; print("sklearn" in sys.modules); import sklearn.base; '
+            'print(sklearn.base.BaseEstimator.__name__)')
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    out = subprocess.run([sys.executable, '-W', 'ignore', '-c', code], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout.split()
+
+
+def test_a_command_loads_mxnet_without_scikit_learn():
+    """MXNet imports scikit-learn for its legacy FeedForward only: the command's process
+    (importing d2lbert.cli) skips it and can still import it; a library import leaves
+    MXNet's own imports as they are."""
+    pytest.importorskip('sklearn')
+    assert modules_loaded_by('import d2lbert.cli') == ['False', 'BaseEstimator']
+    assert modules_loaded_by('import d2lbert; d2lbert.BERTModel') == ['True', 'BaseEstimator']
+
+
 def test_configure_cpu_keeps_the_users_omp_num_threads():
     """Set by the user, it is kept."""
     assert import_d2lbert_in_subprocess('3') == '3'

@@ -34,3 +34,22 @@ def configure_cpu() -> bool:
     set_default_threads()
     set_blas_core()
     return True
+
+
+def import_mxnet_without_sklearn():
+    """Import MXNet for a command's process, without the scikit-learn that MXNet loads
+    (when installed, as sentence-transformers installs it) only to derive its legacy
+    `mxnet.model.FeedForward` from scikit-learn's `BaseEstimator`: scikit-learn brings
+    pandas and SciPy's statistics, 0.5 to 0.7 s of every command's start on a Zen 3
+    (docs/performance.md). No command uses FeedForward, and scikit-learn can be imported
+    as usual afterwards. A library import of d2lbert leaves MXNet's imports as they are."""
+    if 'mxnet' in sys.modules:
+        return
+    hidden = 'sklearn' not in sys.modules
+    if hidden:
+        sys.modules['sklearn'] = None  # so that `import sklearn` raises ImportError
+    try:
+        import mxnet  # noqa: F401
+    finally:
+        if hidden:
+            del sys.modules['sklearn']
