@@ -163,13 +163,14 @@ def calibrate(net, batches, max_rows=ERROR_ROWS):
     """The `Int8Calibration` of net's quantizable layers (`quantizable_layers`),
     measured on `batches`: an iterable of (tokens, segments, valid_lens) arrays, as net
     takes them. net runs in float32 (a copy of it, imperatively); each layer's inputs are
-    kept, up to max_rows rows of them for the error (at random beyond that)."""
+    kept on the device, their columns' largest magnitudes measured there, and up to
+    max_rows rows of them (at random beyond that) copied to the host for the error."""
     probe = copy_of_model(net)
     inputs = {name: [] for name in quantizable_layers(probe)}
 
     def keep(name):
         return lambda block, args: inputs[name].append(
-            args[0].asnumpy().reshape(-1, args[0].shape[-1]))
+            args[0].reshape(-1, args[0].shape[-1]))
     hooks = [layer.register_forward_pre_hook(keep(name))
              for name, layer in quantizable_layers(probe).items()]
     for batch in batches:
@@ -179,12 +180,12 @@ def calibrate(net, batches, max_rows=ERROR_ROWS):
     errors, column_scales, pairs = {}, {}, pairs_bounded()
     rng = onp.random.RandomState(0)
     for name, layer in quantizable_layers(net).items():
-        X = onp.concatenate(inputs.pop(name))
+        X = mx.np.concatenate(inputs.pop(name))
         weight, _ = layer_weight(layer)
-        largest_inputs = onp.abs(X).max(axis=0)
+        largest_inputs = mx.np.abs(X).max(axis=0).asnumpy()
         if len(X) > max_rows:
-            X = X[rng.choice(len(X), max_rows, replace=False)]
-        errors[name], scales = best_smoothing(X, largest_inputs, weight, pairs)
+            X = X[mx.np.array(rng.choice(len(X), max_rows, replace=False), dtype='int64')]
+        errors[name], scales = best_smoothing(X.asnumpy(), largest_inputs, weight, pairs)
         column_scales[name] = scales.tolist()
     return Int8Calibration(errors, column_scales, pairs)
 
@@ -194,7 +195,7 @@ def best_smoothing(X, largest_inputs, weight, pairs_bounded=False):
     a layer's inputs X (rows, num_inputs) and weight (num_outputs, num_inputs) (rounded
     with its pairs bounded or not, `int8_weight`), over the smoothings SMOOTHINGS
     (`smoothing_scales` of the inputs' largest_inputs)."""
-    exact = X @ weight.T  # float32: its rounding is far below int8's
+    exact = float32_product(X, weight)  # its rounding is far below int8's
     tried = []
     for smoothing in SMOOTHINGS:
         scales = smoothing_scales(largest_inputs, weight, smoothing)
@@ -215,16 +216,26 @@ def smoothing_scales(largest_inputs, weight, smoothing):
 def relative_error(X, weight, pairs_bounded=False, exact=None):
     """|int8 product - float32 product| / |float32 product| (Frobenius norms) of X
     (rows, num_inputs) times weight (num_outputs, num_inputs).T, X rounded row by row
-    (`quantized_rows`) and the weight by `int8_weight`, in NumPy; exact: the float32
-    product, if computed already."""
+    (`quantized_rows`) and the weight by `int8_weight`, in NumPy, the products by
+    `float32_product`; exact: the float32 product, if computed already."""
     weight_int8, weight_scales = int8_weight(weight, pairs_bounded)
     q, row_scales, zero_points = quantized_rows(X)
-    exact = X @ weight.T if exact is None else exact
-    product = (q - zero_points[:, None]) @ weight_int8.T.astype('float32')  # the sums,
-    product *= row_scales[:, None]  # scaled back in place, in float32
+    exact = float32_product(X, weight) if exact is None else exact
+    product = float32_product(q - zero_points[:, None], weight_int8.astype('float32'))
+    product *= row_scales[:, None]  # the sums, scaled back in place, in float32
     product *= weight_scales.astype('float32')
     product -= exact
     return float(onp.linalg.norm(product) / max(onp.linalg.norm(exact), 1e-30))
+
+
+def float32_product(X, weight):
+    """X (rows, num_inputs) times weight (num_outputs, num_inputs).T, host arrays, in
+    float32 on oneDNN (MXNet's FullyConnected). NumPy's product would run on OpenBLAS,
+    whose kernels a user may hold to an older core (OPENBLAS_CORETYPE), several times
+    slower (docs/performance.md)."""
+    return mx.nd.FullyConnected(mx.nd.array(X, dtype='float32'),
+                                mx.nd.array(weight, dtype='float32'), no_bias=True,
+                                num_hidden=len(weight)).asnumpy()
 
 
 def quantized_rows(X, levels=INPUT_LEVELS):
