@@ -461,19 +461,20 @@ def test_predict_calibrates_on_the_calibration_file(minilm_classifier, tmp_path,
                                                     monkeypatch):
     """`predict --calibration FILE` calibrates on FILE's examples: the calibration it
     keeps is the one measured when they are --data's first examples, and not the one
-    of --data's own first examples."""
+    of --data's own first examples; the summary counts them."""
     import json
     monkeypatch.setenv('D2LBERT_HOME', str(tmp_path / 'home'))
+    monkeypatch.chdir(tmp_path)
     run, _ = minilm_classifier
     write_csv(tmp_path / 'first.csv', SENTENCES[:5])
     write_csv(tmp_path / 'last.csv', SENTENCES[5:])
+    write_csv(tmp_path / 'one.csv', SENTENCES[:1])
     kept = {}
     for name, args in (('first', ['--data', 'first.csv']),
                        ('last', ['--data', 'last.csv']),
                        ('last, calibrated on first', ['--data', 'last.csv', '--calibration',
                                                       'first.csv'])):
         before = set((tmp_path / 'home' / 'int8').glob('*.json'))
-        monkeypatch.chdir(tmp_path)
         code, out, err = run_main(['predict', '--model', run, *args, '--out',
                                    f'{len(kept)}.jsonl', '--precision', 'int8'], capsys)
         assert code == 0, err
@@ -483,6 +484,10 @@ def test_predict_calibrates_on_the_calibration_file(minilm_classifier, tmp_path,
                       for key in ('errors', 'column_scales')}
     assert kept['last, calibrated on first'] == kept['first']
     assert kept['last'] != kept['first']
+    code, out, err = run_main(['predict', '--model', run, '--data', 'last.csv', '--out',
+                               'one.jsonl', '--precision', 'int8', '--calibration',
+                               'one.csv'], capsys)
+    assert code == 0 and 'calibrated on 1 text,' in out, err
 
 
 @pytest.mark.parametrize('args, named', [
@@ -509,7 +514,8 @@ def test_predict_calibration_mistakes_are_one_line(minilm_classifier, workdir, c
 
 def test_the_predict_call_never_writes_over_its_input(minilm_classifier, tmp_path):
     """`finetuning.predict.predict`, the call beneath the command, refuses --out that is
-    its --data, and leaves the file as it was."""
+    its --data, or a file that exists (as the command does without --overwrite), and
+    leaves the files as they were; with overwrite=True it replaces the latter."""
     from d2lbert.finetuning.predict import predict
     from d2lbert.run.errors import RunError
     run, _ = minilm_classifier
@@ -518,6 +524,13 @@ def test_the_predict_call_never_writes_over_its_input(minilm_classifier, tmp_pat
     with pytest.raises(RunError, match='never writes over its input'):
         predict(run, str(tmp_path / 'data.csv'), str(tmp_path / 'data.csv'))
     assert (tmp_path / 'data.csv').read_bytes() == before
+    kept = tmp_path / 'kept.jsonl'
+    kept.write_text('a file of the user\n')
+    with pytest.raises(RunError, match='already exists'):
+        predict(run, str(tmp_path / 'data.csv'), str(kept))
+    assert kept.read_text() == 'a file of the user\n'
+    assert predict(run, str(tmp_path / 'data.csv'), str(kept), overwrite=True)['examples']
+    assert len(kept.read_text().splitlines()) == len(SENTENCES)
 
 
 def test_encode_never_writes_over_its_calibration_file(workdir, capsys):

@@ -17,13 +17,13 @@ import mxnet as mx
 
 from ..data.tasks import encode_task
 from ..run.calibration import calibration_batches, int8_inference
-from ..run.files import check_output, write_file_atomically
+from ..run.files import check_new_file, check_output, write_file_atomically
 from ..run.models import model_folder
 from ..run.options import Options, choice, integer, option, optional, text
 from ..run.precision import INFERENCE_PRECISIONS
 from ..run.setup import prepare_model
 from ..util.hashing import sha1_of_file
-from ..util.options import flag
+from ..util.options import check_output_file, flag
 from .fast_choice import load_fast_path
 from .task_model import load_task_model
 from .task_predictions import predict_encoded, task_scores_of
@@ -99,10 +99,11 @@ def label_probabilities(info, row):
 
 
 def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precision='fp32',
-            overwrite=True, calibration=None):
+            overwrite=False, calibration=None):
     """Write the predictions of the model folder `model` for the task file `data` to
-    the JSON lines file `out` (replacing a file there only if overwrite; never one of
-    the inputs), the matrix products in `precision` ('fp32', 'bf16', 'int8': calibrated
+    the JSON lines file `out` (a new file, in a folder that exists; replacing a file
+    there only if overwrite; never one of the inputs), checked before any work, the
+    matrix products in `precision` ('fp32', 'bf16', 'int8': calibrated
     on the first examples of the task file `calibration`, or of data, `run.
     calibration`); returns {'examples': n, 'scores': {...} or None, 'int8': the line
     that says what ran in int8, or None}."""
@@ -112,6 +113,8 @@ def predict(model, data, out, batch_size=PREDICT_BATCH_SIZE, plain=False, precis
         raise ValueError(f'--calibration {calibration}: no such file')
     check_output('--out', out, {'--data': data, '--model': model,
                                 '--calibration': calibration})
+    check_output_file('--out', out)
+    check_new_file('--out', out, overwrite)
     net, _, vocab, info = load_task_model(model_folder(model), mx.cpu())
     task_data = read_examples(info, data)
     encoded = encode_task(task_data, vocab, info.max_len)

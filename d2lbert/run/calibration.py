@@ -114,7 +114,8 @@ def int8_inference(net, batches, fast_path, source='data'):
         calibration = fast_path.calibrate(net, batches)
         texts = sum(len(batch[2]) for batch in batches)
         save_calibration(path, checksum, calibration, texts)
-        how = f'calibrated on {texts} texts, kept in {path}'
+        counted = '1 text' if texts == 1 else f'{texts} texts'
+        how = f'calibrated on {counted}, kept in {path}'
     net8 = fast_path.int8_model(net, calibration)
     net8.hybridize(static_alloc=True)
     total = len(calibration.errors)
