@@ -657,3 +657,13 @@ def test_quick_inference_part_reports_rows(tmp_path, sst2_classifier):
     assert '`predict --data`' in done.stdout and 'Targets: not judged with --quick' in done.stdout
     snippet = markdown_snippet(results)
     assert [line for line in snippet.splitlines() if 'least cosine' in line and '(fp32)' in line]
+
+
+def test_the_inference_script_names_an_sst2_that_is_not_a_file(tmp_path, capsys):
+    """`python -m d2lbert.bench.inference --sst2 FOLDER`: one line naming --sst2, exit 2,
+    not a traceback from deep in the run."""
+    from d2lbert.bench.inference import main as inference_main
+    with pytest.raises(SystemExit) as exit_info:
+        inference_main(['--model', str(tmp_path), '--sst2', str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert f'--sst2 {tmp_path}: not a file' in capsys.readouterr().err

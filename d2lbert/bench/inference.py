@@ -339,6 +339,8 @@ def main(argv=None):
         print(peer(options.peer, options.model, options.peer_texts, options.peer_out,
                    options.threads))
         return
+    if not os.path.isfile(options.sst2):
+        parser.error(f"--sst2 {options.sst2}: not a file (SST-2's train.tsv)")
     if options.json:
         check_output('--json', options.json, {'--sst2': options.sst2, '--model': options.model})
     results = {'command': 'python -m d2lbert.bench.inference ' + ' '.join(
