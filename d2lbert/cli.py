@@ -144,7 +144,6 @@ def check_cpu_precision(precision):
 def run_predict(args):
     from .finetuning.predict import predict
     from .finetuning.task_model import load_task_info
-    from .run.files import check_output
     from .run.models import model_folder
     args = PredictOptions.from_arguments(args)
     args.precision = check_cpu_precision(args.precision)
@@ -158,7 +157,6 @@ def run_predict(args):
                              '--question and --context)')
     if not os.path.isfile(args.data):
         raise ValueError(f'--data {args.data}: no such file')
-    check_output('--out', args.out, {'--data': args.data, '--model': args.model})
     if info.head == 'question_answering':
         if args.precision == 'int8':
             raise ValueError('--precision int8: a question-answering model predicts in fp32 '

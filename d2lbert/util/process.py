@@ -42,9 +42,8 @@ def import_mxnet_without_sklearn():
     `mxnet.model.FeedForward` from scikit-learn's `BaseEstimator`: scikit-learn brings
     pandas and SciPy's statistics, 0.5 to 0.7 s of every command's start on a Zen 3
     (docs/performance.md). No command uses FeedForward, and scikit-learn can be imported
-    as usual afterwards. A library import of d2lbert leaves MXNet's imports as they are."""
-    if 'mxnet' in sys.modules:
-        return
+    as usual afterwards. A library import of d2lbert leaves MXNet's imports as they are.
+    Called before MXNet is imported (after it, `import mxnet` imports nothing)."""
     hidden = 'sklearn' not in sys.modules
     if hidden:
         sys.modules['sklearn'] = None  # so that `import sklearn` raises ImportError
