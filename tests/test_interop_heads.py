@@ -25,6 +25,7 @@ from d2lbert import (BERTClassifier, BERTConfig, BERTForQuestionAnswering,  # no
 from d2lbert.data import Vocab  # noqa: E402
 from d2lbert.interop import (convert_from_hf, convert_to_hf, from_huggingface,  # noqa: E402
                              to_huggingface)
+from d2lbert.interop.hf_weights import parameter_map  # noqa: E402
 
 TOLERANCE = 1e-5
 SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -201,6 +202,23 @@ def test_load_pretrained_takes_the_encoder_of_a_fine_tuned_model(tmp_path):
     assert abs(encoded - expected)[valid].max() < TOLERANCE
     with pytest.raises(ValueError, match='fine-tuned BERTClassifier'):
         convert_from_hf(directory, str(tmp_path / 'converted'))
+
+
+def test_heads_a_checkpoint_lacks_start_as_a_new_models(tmp_path):
+    """A fine-tuned classifier has no pretraining heads: theirs start random, Normal(0.02)
+    as a new BERT's (their LayerNorm as ones), while every parameter the checkpoint
+    holds is its tensor."""
+    model = random_hf_model('BertForSequenceClassification', **CASES['classifier'][1])
+    net, _ = d2lbert.load_pretrained(save_hf(model, str(tmp_path / 'hf')))
+    params = parameter_map(net)
+    state = {name: value.numpy() for name, value in model.state_dict().items()}
+    for name in ('bert.embeddings.word_embeddings.weight', 'bert.pooler.dense.weight',
+                 'bert.encoder.layer.1.output.dense.bias'):
+        assert onp.array_equal(params[name].data().asnumpy(), state[name]), name
+    weight = params['cls.predictions.transform.dense.weight'].data().asnumpy()  # 32 x 32
+    assert 0.017 < weight.std() < 0.023 and abs(weight.mean()) < 0.003
+    assert 0.01 < params['cls.seq_relationship.weight'].data().asnumpy().std() < 0.03
+    assert (params['cls.predictions.transform.LayerNorm.weight'].data().asnumpy() == 1).all()
 
 
 @pytest.mark.parametrize('case, labels, message', [

@@ -176,11 +176,15 @@ def bert_of(config, tensors, source, architecture=None):
     """A `BERTModel` of `config` holding the checkpoint's tensors, all but those of the
     task head of `architecture` (None: a pretrained BERT), whose checkpoint lacks some
     pretraining heads (`hf_tasks.UNUSED_HEADS`) without a warning about them. Sets
-    `net.missing_heads`."""
+    `net.missing_heads`. Only the parameters the checkpoint lacks draw random numbers
+    (Normal(0.02)); the others start as zeros, replaced by their tensors at once."""
     net = BERTModel.from_config(config)
-    net.initialize(mx.init.Normal(0.02))
     tensors = {name: value for name, value in canonical_names(tensors).items()
                if not is_head_tensor(name)}
+    loaded = {param.name for name, param in parameter_map(net).items() if name in tensors}
+    for param in net.collect_params().values():
+        param.initialize(mx.init.Zero() if param.name in loaded else None,
+                         default_init=mx.init.Normal(0.02))
     net.missing_heads = load_tensors(net, tensors, source, UNUSED_HEADS.get(architecture, ()))
     return net
 
