@@ -204,7 +204,7 @@ def test_load_pretrained_takes_the_encoder_of_a_fine_tuned_model(tmp_path):
         convert_from_hf(directory, str(tmp_path / 'converted'))
 
 
-def test_heads_a_checkpoint_lacks_start_as_a_new_models(tmp_path):
+def test_heads_a_checkpoint_lacks_start_as_in_a_new_model(tmp_path):
     """A fine-tuned classifier has no pretraining heads: theirs start random, Normal(0.02)
     as a new BERT's (their LayerNorm as ones), while every parameter the checkpoint
     holds is its tensor."""
