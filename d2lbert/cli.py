@@ -5,14 +5,14 @@ import os
 import sys
 import warnings
 
-from .util.process import configure_cpu, import_mxnet_without_sklearn
+from .util.process import configure_cpu, import_mxnet_for_a_command
 
 # The command's process: threads and OpenBLAS's core are read once, when MXNet loads
 # (on the imports below), so they are set first; a library import of d2lbert sets none,
 # and a program that loaded MXNet before it runs `main` keeps its own.
 if 'mxnet' not in sys.modules:
     configure_cpu()
-    import_mxnet_without_sklearn()
+    import_mxnet_for_a_command()
 
 from .bench import BenchOptions  # noqa: E402
 from .finetuning.finetune import FinetuneOptions  # noqa: E402

@@ -134,23 +134,27 @@ def test_a_plain_import_sets_no_thread_count():
 
 
 def modules_loaded_by(code):
-    """(whether scikit-learn was loaded, whether it loads afterwards) after `code` in
-    a fresh interpreter."""
-    code = (f'import sys; {code}; print("sklearn" in sys.modules); import sklearn.base; '
-            'print(sklearn.base.BaseEstimator.__name__)')
+    """(whether scikit-learn, SciPy's statistics and SciPy's sparse matrices were loaded,
+    whether each loads afterwards) after `code` in a fresh interpreter."""
+    code = (f'import sys; {code}; print(*(name in sys.modules for name in '
+            '("sklearn", "scipy.stats", "scipy.sparse"))); import sklearn.base, scipy.stats, '
+            'scipy.sparse; print(sklearn.base.BaseEstimator.__name__, scipy.stats.norm.cdf(0), '
+            'scipy.sparse.eye(2).nnz)')
     env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
     out = subprocess.run([sys.executable, '-W', 'ignore', '-c', code], env=env,
                          capture_output=True, text=True, timeout=120, check=True)
     return out.stdout.split()
 
 
-def test_a_command_loads_mxnet_without_scikit_learn():
-    """MXNet imports scikit-learn for its legacy FeedForward only: the command's process
-    (importing d2lbert.cli) skips it and can still import it; a library import leaves
-    MXNet's own imports as they are."""
+def test_a_command_loads_mxnet_without_the_modules_it_does_not_use():
+    """MXNet imports scikit-learn for its legacy FeedForward, SciPy's statistics for its
+    entropy calibration and test utilities, SciPy's sparse matrices to convert them:
+    the command's process (importing d2lbert.cli) skips them and can still import them;
+    a library import leaves MXNet's own imports as they are."""
     pytest.importorskip('sklearn')
-    assert modules_loaded_by('import d2lbert.cli') == ['False', 'BaseEstimator']
-    assert modules_loaded_by('import d2lbert; d2lbert.BERTModel') == ['True', 'BaseEstimator']
+    loaded_after = ['BaseEstimator', '0.5', '2']
+    assert modules_loaded_by('import d2lbert.cli') == ['False'] * 3 + loaded_after
+    assert modules_loaded_by('import d2lbert; d2lbert.BERTModel') == ['True'] * 3 + loaded_after
 
 
 def test_configure_cpu_keeps_the_users_omp_num_threads():

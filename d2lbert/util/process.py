@@ -36,19 +36,29 @@ def configure_cpu() -> bool:
     return True
 
 
-def import_mxnet_without_sklearn():
-    """Import MXNet for a command's process, without the scikit-learn that MXNet loads
-    (when installed, as sentence-transformers installs it) only to derive its legacy
-    `mxnet.model.FeedForward` from scikit-learn's `BaseEstimator`: scikit-learn brings
-    pandas and SciPy's statistics, 0.5 to 0.7 s of every command's start on a Zen 3
-    (docs/performance.md). No command uses FeedForward, and scikit-learn can be imported
-    as usual afterwards. A library import of d2lbert leaves MXNet's imports as they are.
-    Called before MXNet is imported (after it, `import mxnet` imports nothing)."""
-    hidden = 'sklearn' not in sys.modules
-    if hidden:
-        sys.modules['sklearn'] = None  # so that `import sklearn` raises ImportError
+# Modules MXNet imports when they are installed, for features no command uses: each
+# name is hidden from MXNet's import in a command's process (`import_mxnet_for_a_command`)
+UNUSED_BY_COMMANDS = ('sklearn', 'scipy.stats', 'scipy.sparse')
+
+
+def import_mxnet_for_a_command():
+    """Import MXNet for a command's process without the modules UNUSED_BY_COMMANDS,
+    which MXNet loads, when installed, only for features no command uses:
+    - scikit-learn (as sentence-transformers installs it), for `mxnet.model`'s legacy
+      `FeedForward`, derived from scikit-learn's `BaseEstimator`; it brings pandas and
+      SciPy's statistics, 0.5 to 0.7 s of every command's start on a Zen 3;
+    - SciPy's statistics, for the entropy calibration of `mxnet.contrib.quantization`
+      (d2lbert calibrates its int8 products its own way, `fast.int8`) and for
+      `mxnet.test_utils`, and SciPy's sparse matrices, for turning them into MXNet's:
+      together about 0.3 s more (docs/performance.md).
+    Each can be imported as usual afterwards. A library import of d2lbert leaves MXNet's
+    imports as they are. Called before MXNet is imported (after it, `import mxnet`
+    imports nothing)."""
+    hidden = [name for name in UNUSED_BY_COMMANDS if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # so that importing it raises ImportError
     try:
         import mxnet  # noqa: F401
     finally:
-        if hidden:
-            del sys.modules['sklearn']
+        for name in hidden:
+            del sys.modules[name]
