@@ -50,7 +50,7 @@ def import_mxnet_for_a_command():
     - SciPy's statistics, for the entropy calibration of `mxnet.contrib.quantization`
       (d2lbert calibrates its int8 products its own way, `fast.int8`) and for
       `mxnet.test_utils`, and SciPy's sparse matrices, for turning them into MXNet's:
-      together about 0.3 s more (docs/performance.md).
+      together 0.4 s more (docs/performance.md).
     Each can be imported as usual afterwards. A library import of d2lbert leaves MXNet's
     imports as they are. Called before MXNet is imported (after it, `import mxnet`
     imports nothing)."""
